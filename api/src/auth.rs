@@ -1,0 +1,249 @@
+//! Authentication and authorisation.
+//!
+//! [`ENDPOINTS`] is the one table saying what each endpoint needs. The [`authenticate`]
+//! middleware reads the bearer key, looks it up by its hash (through a cache of at most a few
+//! seconds), resolves the account, and checks the scope before any handler runs. Handlers get
+//! the result through the [`Principal`] extractor.
+
+use std::{sync::Arc, time::Duration};
+
+use actix_web::{
+    body::{EitherBody, MessageBody},
+    dev::{Payload, ServiceRequest, ServiceResponse},
+    http::{header, Method},
+    middleware::Next,
+    web, FromRequest, HttpMessage, HttpRequest,
+};
+use moderation_shared::{
+    clock,
+    db::{api_keys, api_keys::KeyPrincipal, Pool},
+    domain::{AccountId, ApiKeyId, Scope},
+    keys,
+};
+
+use crate::{error::ApiError, state::AppState};
+
+/// What an endpoint requires of the caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// No key: health, metrics, the OpenAPI document.
+    Public,
+    /// Any valid key of an active account.
+    AnyKey,
+    /// A valid key carrying this scope.
+    Scope(Scope),
+}
+
+/// One row of the access table.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// The HTTP method.
+    pub method: Method,
+    /// The route pattern exactly as registered, e.g. `/api/v1/job/{id}`.
+    pub path: &'static str,
+    /// What it needs.
+    pub access: Access,
+}
+
+/// The path prefix every authenticated endpoint lives under.
+pub const API_PREFIX: &str = "/api/v1";
+
+/// Every endpoint the api serves and what it needs. A route missing here is refused (fail
+/// closed), and a test checks that the table and the routes agree.
+pub const ENDPOINTS: &[Endpoint] = &[
+    Endpoint {
+        method: Method::GET,
+        path: "/health",
+        access: Access::Public,
+    },
+    Endpoint {
+        method: Method::GET,
+        path: "/metrics",
+        access: Access::Public,
+    },
+    Endpoint {
+        method: Method::GET,
+        path: "/api/v1/me",
+        access: Access::AnyKey,
+    },
+];
+
+/// Looks up what `method` on the registered `pattern` needs.
+pub fn access_for(method: &Method, pattern: &str) -> Option<Access> {
+    ENDPOINTS
+        .iter()
+        .find(|e| e.method == *method && e.path == pattern)
+        .map(|e| e.access)
+}
+
+/// The authenticated caller of a request.
+#[derive(Debug, Clone)]
+pub struct Principal {
+    /// The key used.
+    pub key_id: ApiKeyId,
+    /// The account it belongs to.
+    pub account_id: AccountId,
+    /// The key's scopes.
+    pub scopes: Arc<[Scope]>,
+    /// The account's requests-per-minute limit.
+    pub rate_per_minute: u32,
+    /// The account's daily registry check quota.
+    pub check_quota_daily: u32,
+    /// Whether the account's NSFW check is on.
+    pub nsfw_check: bool,
+    /// Whether the account is a registry member.
+    pub registry_member: bool,
+}
+
+impl FromRequest for Principal {
+    type Error = ApiError;
+    type Future = std::future::Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        std::future::ready(
+            req.extensions()
+                .get::<Principal>()
+                .cloned()
+                .ok_or(ApiError::Unauthorized("missing bearer key")),
+        )
+    }
+}
+
+/// Key lookup by hash, with a short in-process cache.
+pub struct Authenticator {
+    pool: Pool,
+    cache: moka::sync::Cache<[u8; 32], Arc<KeyPrincipal>>,
+}
+
+impl Authenticator {
+    /// A lookup through `pool`, trusting a cached key for `ttl`.
+    pub fn new(pool: Pool, ttl: Duration) -> Self {
+        Self {
+            pool,
+            cache: moka::sync::Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(ttl)
+                .build(),
+        }
+    }
+
+    /// Resolves the `Authorization` header value to a principal.
+    pub async fn authenticate(&self, header: Option<&str>) -> Result<Principal, ApiError> {
+        let header = header.ok_or(ApiError::Unauthorized("missing bearer key"))?;
+        let (scheme, key) = header.split_once(' ').ok_or(ApiError::Unauthorized(
+            "the Authorization header must be 'Bearer <API_KEY>'",
+        ))?;
+        if !scheme.eq_ignore_ascii_case("bearer") {
+            return Err(ApiError::Unauthorized(
+                "the Authorization header must be 'Bearer <API_KEY>'",
+            ));
+        }
+        let key = key.trim();
+        if !keys::is_well_formed(key) {
+            return Err(ApiError::Unauthorized("invalid API key"));
+        }
+        let hash = keys::hash(key);
+        let found = match self.cache.get(&hash) {
+            Some(found) => found,
+            None => {
+                let client = self.pool.get().await.map_err(ApiError::unavailable)?;
+                let found = api_keys::find_principal(&client, &hash)
+                    .await?
+                    .ok_or(ApiError::Unauthorized("invalid API key"))?;
+                let found = Arc::new(found);
+                self.cache.insert(hash, found.clone());
+                found
+            }
+        };
+        // A terminated account is refused whatever the state of the key used.
+        if found.account_terminated {
+            return Err(ApiError::AccountTerminated);
+        }
+        if found.deleted || !found.enabled {
+            return Err(ApiError::Unauthorized("this API key is disabled"));
+        }
+        if found.expires_at.is_some_and(|at| at <= clock::now()) {
+            return Err(ApiError::Unauthorized("this API key has expired"));
+        }
+        Ok(Principal {
+            key_id: found.key_id,
+            account_id: found.account_id,
+            scopes: found.scopes.clone().into(),
+            rate_per_minute: found.rate_per_minute,
+            check_quota_daily: found.check_quota_daily,
+            nsfw_check: found.nsfw_check,
+            registry_member: found.registry_member,
+        })
+    }
+}
+
+/// Checks that `principal` may use an endpoint needing `access`.
+pub fn authorize(principal: &Principal, access: Access) -> Result<(), ApiError> {
+    let Access::Scope(scope) = access else {
+        return Ok(());
+    };
+    if !principal.scopes.contains(&scope) {
+        return Err(ApiError::Forbidden(format!(
+            "this API key lacks the scope {scope}"
+        )));
+    }
+    if scope.needs_registry_membership() && !principal.registry_member {
+        return Err(ApiError::Forbidden(format!(
+            "scope {scope} needs an account vetted as a registry member"
+        )));
+    }
+    Ok(())
+}
+
+/// Middleware: authenticates every request under [`API_PREFIX`] that is not public, and
+/// authorises it against [`ENDPOINTS`]. Refusals are answered here with the contract's body.
+pub async fn authenticate(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
+    match check(&req).await {
+        Ok(None) => Ok(next.call(req).await?.map_into_left_body()),
+        Ok(Some(principal)) => {
+            req.extensions_mut().insert(principal);
+            Ok(next.call(req).await?.map_into_left_body())
+        }
+        Err(err) => Ok(req.error_response(err).map_into_right_body()),
+    }
+}
+
+/// Decides a request: `None` for a public one, the principal for an admitted one.
+async fn check(req: &ServiceRequest) -> Result<Option<Principal>, ApiError> {
+    let pattern = req.match_pattern();
+    let access = pattern.as_deref().and_then(|p| access_for(req.method(), p));
+    let under_api = req.path() == API_PREFIX || req.path().starts_with("/api/v1/");
+    if access == Some(Access::Public) || (access.is_none() && !under_api) {
+        return Ok(None);
+    }
+    let state = req
+        .app_data::<web::Data<AppState>>()
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("application state missing")))?;
+    let header = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let principal = state.auth.authenticate(header).await?;
+    match (access, pattern) {
+        (Some(access), _) => authorize(&principal, access)?,
+        // A registered route with no row in the table: refuse rather than guess.
+        (None, Some(pattern)) if has_no_rule(&pattern) => {
+            tracing::error!(route = %pattern, method = %req.method(), "Route has no access rule");
+            return Err(ApiError::Forbidden(
+                "this endpoint is not available to API keys".into(),
+            ));
+        }
+        // Unknown routes and wrong methods fall through to 404 and 405.
+        (None, _) => {}
+    }
+    Ok(Some(principal))
+}
+
+/// Whether no method of this registered pattern is in the table (a route missing its rule,
+/// as opposed to a wrong method, which is a 405).
+fn has_no_rule(pattern: &str) -> bool {
+    !ENDPOINTS.iter().any(|e| e.path == pattern)
+}

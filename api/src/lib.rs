@@ -1,0 +1,15 @@
+//! The thin HTTP API of the moderation service (actix-web).
+//!
+//! It validates, authenticates, persists to Postgres, enqueues and answers reads. It never
+//! classifies content and never sends webhooks: those belong to the worker and the dispatcher.
+
+pub mod auth;
+pub mod error;
+pub mod middleware;
+pub mod routes;
+pub mod settings;
+pub mod startup;
+pub mod state;
+
+pub use settings::ApiSettings;
+pub use startup::Application;

@@ -1,0 +1,14 @@
+//! `api`: the HTTP API process.
+
+use moderation_api::{ApiSettings, Application};
+use moderation_shared::telemetry;
+
+#[actix_web::main]
+async fn main() -> anyhow::Result<()> {
+    telemetry::init_tracing("api");
+    let settings = ApiSettings::from_env()?;
+    let app = Application::build(settings)?;
+    tracing::info!(port = app.port(), "API listening");
+    app.run_until_stopped().await?;
+    Ok(())
+}

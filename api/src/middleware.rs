@@ -1,0 +1,126 @@
+//! Cross-cutting middleware: request ids and logging, request metrics, the contract's error
+//! body for the framework's own errors, and turning panics into a generic 500.
+
+use std::{panic::AssertUnwindSafe, time::Instant};
+
+use actix_web::{
+    body::{BoxBody, EitherBody, MessageBody},
+    dev::{ServiceRequest, ServiceResponse},
+    http::header::{self, HeaderName, HeaderValue},
+    middleware::Next,
+    HttpResponse,
+};
+use futures_util::FutureExt;
+use moderation_shared::telemetry;
+use tracing::Instrument;
+use uuid::Uuid;
+
+use crate::error::{body_for_status, ApiError, ErrorBody};
+
+/// The request id header, read from the client when sensible and always echoed back.
+pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// Gives every request an id (the client's `x-request-id` when it is sane, else a new one),
+/// logs the request inside a span carrying it, echoes it, and records request metrics.
+pub async fn observe(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    let request_id = req
+        .headers()
+        .get(&REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| is_sane_request_id(v))
+        .map_or_else(|| Uuid::new_v4().to_string(), str::to_owned);
+    let route = req
+        .match_pattern()
+        .unwrap_or_else(|| "unmatched".to_owned());
+    let method = req.method().as_str().to_owned();
+    let span =
+        tracing::info_span!("request", request_id = %request_id, method = %method, route = %route);
+    let started = Instant::now();
+    let result = next.call(req).instrument(span.clone()).await;
+    let elapsed = started.elapsed();
+    let status = match &result {
+        Ok(res) => res.status(),
+        Err(err) => err.as_response_error().status_code(),
+    };
+    span.in_scope(|| {
+        tracing::info!(
+            status = status.as_u16(),
+            elapsed_ms = elapsed.as_secs_f64() * 1000.0,
+            "Request answered"
+        );
+    });
+    let class = match status.as_u16() {
+        100..=199 => "1xx",
+        200..=299 => "2xx",
+        300..=399 => "3xx",
+        400..=499 => "4xx",
+        _ => "5xx",
+    };
+    metrics::counter!(telemetry::HTTP_REQUESTS_TOTAL, "route" => route.clone(), "method" => method.clone(), "status" => class).increment(1);
+    metrics::histogram!(telemetry::HTTP_REQUEST_DURATION_SECONDS, "route" => route, "method" => method)
+        .record(elapsed.as_secs_f64());
+    let mut res = result?;
+    if let Ok(value) = HeaderValue::from_str(&request_id) {
+        res.headers_mut().insert(REQUEST_ID, value);
+    }
+    Ok(res)
+}
+
+fn is_sane_request_id(value: &str) -> bool {
+    !value.is_empty()
+        && value.len() <= 128
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
+}
+
+/// Rewrites any error response that is not already JSON (the framework's 404, 405, 413,
+/// payload errors and so on) into the contract's error body.
+pub async fn json_errors(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<EitherBody<impl MessageBody, BoxBody>>, actix_web::Error> {
+    let res = next.call(req).await?;
+    let status = res.status();
+    let is_json = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return Ok(res.map_into_left_body());
+    }
+    let (code, message) = body_for_status(status);
+    let (req, old) = res.into_parts();
+    let mut replacement = HttpResponse::build(status);
+    for (name, value) in old.headers() {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            replacement.append_header((name.clone(), value.clone()));
+        }
+    }
+    let replacement = replacement.json(ErrorBody {
+        error: code,
+        message,
+        status_code: status.as_u16(),
+        job_id: None,
+    });
+    Ok(ServiceResponse::new(req, replacement).map_into_right_body())
+}
+
+/// Turns a panicking handler into a generic 500 instead of a dropped connection. The panic
+/// becomes an [`ApiError::Internal`], whose body says nothing of the cause.
+///
+/// It must not clone the request before routing (actix needs sole ownership to route), so it
+/// answers with an error that the server renders, rather than building a response itself.
+pub async fn catch_panic(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    match AssertUnwindSafe(next.call(req)).catch_unwind().await {
+        Ok(res) => res,
+        Err(_) => Err(ApiError::Internal(anyhow::anyhow!("request handler panicked")).into()),
+    }
+}

@@ -1,0 +1,16 @@
+//! `GET /api/v1/me`: who the presented key is, so a client can check its key and scopes.
+
+use actix_web::HttpResponse;
+use serde_json::json;
+
+use crate::auth::Principal;
+
+/// Answers the key id, account id, scopes and rate limit of the caller.
+pub async fn me(principal: Principal) -> HttpResponse {
+    HttpResponse::Ok().json(json!({
+        "key_id": principal.key_id,
+        "account_id": principal.account_id,
+        "scopes": principal.scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
+        "rate_per_minute": principal.rate_per_minute,
+    }))
+}

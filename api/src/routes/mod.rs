@@ -1,0 +1,4 @@
+//! HTTP handlers, one module per resource.
+
+pub mod health;
+pub mod me;

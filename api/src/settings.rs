@@ -1,0 +1,65 @@
+//! The api's settings, from the environment.
+
+use std::time::Duration;
+
+use moderation_shared::config::{env_or, env_raw, ConfigError, DatabaseSettings, RedisSettings};
+
+/// Everything the api needs to start.
+#[derive(Debug, Clone)]
+pub struct ApiSettings {
+    /// Postgres.
+    pub database: DatabaseSettings,
+    /// Redis.
+    pub redis: RedisSettings,
+    /// `APP_HOST`: the address to listen on (default `0.0.0.0`).
+    pub host: String,
+    /// `PORT`: the port to listen on (default 8080; 0 picks a free one).
+    pub port: u16,
+    /// `APP_HTTP_WORKERS`: actix worker threads (default: one per core).
+    pub http_workers: usize,
+    /// `APP_AUTH_CACHE_MS`: how long a looked-up key is trusted before it is read again
+    /// (default 2000). A disabled or deleted key, or a terminated account, takes effect
+    /// within this time on every replica; it must stay under 5 s.
+    pub auth_cache_ttl: Duration,
+}
+
+impl ApiSettings {
+    /// Reads the environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let auth_cache_ms = env_or("APP_AUTH_CACHE_MS", 2000u64)?;
+        if auth_cache_ms > 4000 {
+            return Err(ConfigError::new(
+                "APP_AUTH_CACHE_MS",
+                "must be at most 4000 so revocations take effect within 5 seconds",
+            ));
+        }
+        let http_workers = env_or("APP_HTTP_WORKERS", default_workers())?;
+        if http_workers == 0 {
+            return Err(ConfigError::new("APP_HTTP_WORKERS", "must be at least 1"));
+        }
+        Ok(Self {
+            database: DatabaseSettings::from_env()?,
+            redis: RedisSettings::from_env()?,
+            host: env_raw("APP_HOST")?.unwrap_or_else(|| "0.0.0.0".to_owned()),
+            port: env_or("PORT", 8080u16)?,
+            http_workers,
+            auth_cache_ttl: Duration::from_millis(auth_cache_ms),
+        })
+    }
+
+    /// Settings for tests and embedding: loopback, a free port, two workers.
+    pub fn for_local(database: DatabaseSettings, redis: RedisSettings) -> Self {
+        Self {
+            database,
+            redis,
+            host: "127.0.0.1".to_owned(),
+            port: 0,
+            http_workers: 2,
+            auth_cache_ttl: Duration::from_millis(2000),
+        }
+    }
+}
+
+fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(2, usize::from)
+}

@@ -1,0 +1,107 @@
+//! Building and running the HTTP server.
+
+use std::net::TcpListener;
+
+use actix_web::{dev::Server, middleware::from_fn, web, App, HttpServer};
+use moderation_shared::{db, redis_conn::RedisConn, telemetry};
+
+use crate::{
+    auth::{self, Authenticator},
+    error::{self, ApiError},
+    middleware, routes,
+    settings::ApiSettings,
+    state::AppState,
+};
+
+/// The largest JSON body any endpoint accepts.
+const JSON_LIMIT: usize = 256 * 1024;
+
+/// A built, not yet running, api server.
+pub struct Application {
+    port: u16,
+    server: Server,
+}
+
+impl Application {
+    /// Binds `settings.host:settings.port` and builds the server.
+    pub fn build(settings: ApiSettings) -> anyhow::Result<Self> {
+        let listener = TcpListener::bind((settings.host.as_str(), settings.port))?;
+        Self::build_with_listener(settings, listener)
+    }
+
+    /// Builds the server on an already bound listener.
+    pub fn build_with_listener(
+        settings: ApiSettings,
+        listener: TcpListener,
+    ) -> anyhow::Result<Self> {
+        let pool = db::pool(&settings.database)?;
+        let redis = RedisConn::new(&settings.redis)?;
+        let state = web::Data::new(AppState {
+            auth: Authenticator::new(pool.clone(), settings.auth_cache_ttl),
+            pool,
+            redis,
+            metrics: telemetry::install_metrics(),
+        });
+        metrics::gauge!(telemetry::PROCESS_UP, "process" => "api").set(1.0);
+        let port = listener.local_addr()?.port();
+        let server = HttpServer::new(move || {
+            App::new()
+                .app_data(state.clone())
+                .configure(configure)
+                .wrap(from_fn(auth::authenticate))
+                .wrap(from_fn(middleware::catch_panic))
+                .wrap(from_fn(middleware::json_errors))
+                .wrap(from_fn(middleware::observe))
+        })
+        .workers(settings.http_workers)
+        .listen(listener)?
+        .run();
+        Ok(Self { port, server })
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Serves until the server is stopped (SIGINT/SIGTERM stop it gracefully).
+    pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        self.server.await
+    }
+}
+
+/// Registers the extractor error handlers, so their failures use the contract's body.
+pub fn configure_extractors(cfg: &mut web::ServiceConfig) {
+    cfg.app_data(
+        web::JsonConfig::default()
+            .limit(JSON_LIMIT)
+            .error_handler(error::json_error),
+    )
+    .app_data(web::QueryConfig::default().error_handler(error::query_error))
+    .app_data(web::PathConfig::default().error_handler(error::path_error));
+}
+
+/// Registers every route. Each route here has a row in [`auth::ENDPOINTS`].
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    configure_extractors(cfg);
+    cfg.service(resource("/health").route(web::get().to(routes::health::health)))
+        .service(resource("/metrics").route(web::get().to(routes::health::metrics)))
+        .service(
+            web::scope(auth::API_PREFIX)
+                .service(resource("/me").route(web::get().to(routes::me::me))),
+        )
+        .default_service(web::to(not_found));
+}
+
+/// A resource answering 405 (not the app's 404) for a method it has no route for.
+pub fn resource(path: &str) -> actix_web::Resource {
+    web::resource(path).default_service(web::to(method_not_allowed))
+}
+
+async fn method_not_allowed() -> Result<actix_web::HttpResponse, ApiError> {
+    Err(ApiError::MethodNotAllowed)
+}
+
+async fn not_found() -> Result<actix_web::HttpResponse, ApiError> {
+    Err(ApiError::NotFound("no such resource".to_owned()))
+}

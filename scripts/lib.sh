@@ -1,0 +1,99 @@
+# Shared set-up steps of scripts/dev, scripts/test and scripts/bench. Source it; do not run it.
+# Installs PostgreSQL and Redis from Debian's packages when absent and starts them when
+# stopped, so a fresh Debian machine with only Rust needs nothing else.
+
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PG_PASSWORD=${PG_PASSWORD:-postgres}
+PG_HOST=${PG_HOST:-127.0.0.1}
+PG_PORT=${PG_PORT:-5432}
+REDIS_PORT=${REDIS_PORT:-6379}
+export PG_BASE_URL=${PG_BASE_URL:-postgres://postgres:${PG_PASSWORD}@${PG_HOST}:${PG_PORT}}
+export REDIS_BASE_URL=${REDIS_BASE_URL:-redis://127.0.0.1:${REDIS_PORT}}
+
+log() { printf '\033[1;34m==>\033[0m %s\n' "$*" >&2; }
+die() { printf '\033[1;31merror:\033[0m %s\n' "$*" >&2; exit 1; }
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+APT_UPDATED=0
+apt_install() {
+  command -v apt-get >/dev/null || die "apt-get not found: install $* yourself"
+  if [ "$APT_UPDATED" = 0 ]; then
+    as_root apt-get update -qq
+    APT_UPDATED=1
+  fi
+  log "Installing $* from Debian's packages"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+as_postgres() {
+  if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else sudo -u postgres "$@"; fi
+}
+
+pg_ready() { psql "$PG_BASE_URL/postgres" -qAtc 'SELECT 1' >/dev/null 2>&1; }
+
+ensure_postgres() {
+  if ! command -v pg_lsclusters >/dev/null; then
+    apt_install postgresql postgresql-client
+  fi
+  if ! pg_ready; then
+    local version
+    for version in $(ls /etc/postgresql 2>/dev/null); do
+      if ! pg_lsclusters -h | awk -v v="$version" '$1 == v && $2 == "main" && $4 == "online" {found=1} END {exit !found}'; then
+        log "Starting PostgreSQL $version"
+        as_root pg_ctlcluster --skip-systemctl-redirect "$version" main start || true
+      fi
+    done
+    local i
+    for i in $(seq 1 50); do
+      pg_isready -h "$PG_HOST" -p "$PG_PORT" -q && break
+      sleep 0.2
+    done
+  fi
+  if ! pg_ready; then
+    # A fresh cluster asks for a password on TCP: give the postgres role the one we use.
+    log "Setting the postgres role's password for TCP connections"
+    as_postgres psql -qc "ALTER ROLE postgres PASSWORD '${PG_PASSWORD}'" >/dev/null
+  fi
+  pg_ready || die "cannot connect to PostgreSQL at $PG_BASE_URL"
+}
+
+redis_ready() { redis-cli -p "$REDIS_PORT" ping 2>/dev/null | grep -q PONG; }
+
+ensure_redis() {
+  if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
+    apt_install redis-server redis-tools
+  fi
+  if ! redis_ready; then
+    log "Starting Redis on port $REDIS_PORT"
+    redis-server --daemonize yes --bind 127.0.0.1 --port "$REDIS_PORT" --save "" --appendonly no \
+      --logfile /tmp/moderation-redis.log >/dev/null
+    local i
+    for i in $(seq 1 50); do
+      redis_ready && break
+      sleep 0.1
+    done
+  fi
+  redis_ready || die "cannot connect to Redis on port $REDIS_PORT"
+}
+
+ensure_database() {
+  local name=$1
+  if ! psql "$PG_BASE_URL/postgres" -qAtc "SELECT 1 FROM pg_database WHERE datname = '$name'" | grep -q 1; then
+    log "Creating database $name"
+    psql "$PG_BASE_URL/postgres" -qc "CREATE DATABASE \"$name\"" >/dev/null
+  fi
+}
+
+ensure_rust() {
+  command -v cargo >/dev/null || die "cargo not found: install Rust (https://rustup.rs) first"
+}
+
+# Prints a string field of the one-line JSON object on stdin (modctl's output).
+json_field() {
+  sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p"
+}

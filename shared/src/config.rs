@@ -1,0 +1,184 @@
+//! Configuration from environment variables (12-factor).
+//!
+//! Each concern has a small `from_env()`; binaries combine them into their own settings.
+//! Everything is parsed and validated at start-up, and an error names the variable at fault.
+
+use std::{fmt, str::FromStr, time::Duration};
+
+/// A variable that is present but unusable.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid environment variable {name}: {reason}")]
+pub struct ConfigError {
+    /// The variable's name.
+    pub name: &'static str,
+    /// What is wrong with its value.
+    pub reason: String,
+}
+
+impl ConfigError {
+    /// An error about `name`.
+    pub fn new(name: &'static str, reason: impl Into<String>) -> Self {
+        Self {
+            name,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// A value that must not appear in logs: its `Debug` output is redacted.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret<T>(T);
+
+impl<T> Secret<T> {
+    /// Wraps a secret value.
+    pub fn new(value: T) -> Self {
+        Self(value)
+    }
+
+    /// The secret value itself; call it only where the value is used.
+    pub fn expose(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> fmt::Debug for Secret<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret([redacted])")
+    }
+}
+
+/// Reads `name`, or `None` when it is unset or empty.
+pub fn env_raw(name: &'static str) -> Result<Option<String>, ConfigError> {
+    match std::env::var(name) {
+        Ok(v) if v.trim().is_empty() => Ok(None),
+        Ok(v) => Ok(Some(v)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => Err(ConfigError::new(name, "not valid UTF-8")),
+    }
+}
+
+/// Parses `name` when it is set.
+pub fn env_opt<T>(name: &'static str) -> Result<Option<T>, ConfigError>
+where
+    T: FromStr,
+    T::Err: fmt::Display,
+{
+    env_raw(name)?
+        .map(|v| {
+            v.trim()
+                .parse::<T>()
+                .map_err(|e| ConfigError::new(name, format!("{e} (got {v:?})")))
+        })
+        .transpose()
+}
+
+/// Parses `name`, or returns `default` when it is unset.
+pub fn env_or<T>(name: &'static str, default: T) -> Result<T, ConfigError>
+where
+    T: FromStr,
+    T::Err: fmt::Display,
+{
+    Ok(env_opt(name)?.unwrap_or(default))
+}
+
+/// Parses a boolean flag (`true`/`false`, `1`/`0`, `yes`/`no`, `on`/`off`).
+pub fn env_bool(name: &'static str, default: bool) -> Result<bool, ConfigError> {
+    match env_raw(name)?.map(|v| v.trim().to_ascii_lowercase()) {
+        None => Ok(default),
+        Some(v) => match v.as_str() {
+            "true" | "1" | "yes" | "on" => Ok(true),
+            "false" | "0" | "no" | "off" => Ok(false),
+            _ => Err(ConfigError::new(
+                name,
+                format!("expected true or false, got {v:?}"),
+            )),
+        },
+    }
+}
+
+/// Where Postgres is and how many connections a process may hold.
+#[derive(Debug, Clone)]
+pub struct DatabaseSettings {
+    /// `DATABASE_URL`, a libpq-style URL or key/value string.
+    pub url: Secret<String>,
+    /// `APP_DB_POOL_SIZE`: the most connections this process opens (default 16).
+    pub pool_size: usize,
+    /// How long a caller waits for a pooled connection before failing (5 s).
+    pub acquire_timeout: Duration,
+}
+
+impl DatabaseSettings {
+    /// Settings for `url` with the defaults.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: Secret::new(url.into()),
+            pool_size: 16,
+            acquire_timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// Reads `DATABASE_URL` and `APP_DB_POOL_SIZE`.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let url = env_raw("DATABASE_URL")?
+            .unwrap_or_else(|| "postgres://localhost/moderation".to_owned());
+        url.parse::<tokio_postgres::Config>()
+            .map_err(|e| ConfigError::new("DATABASE_URL", e.to_string()))?;
+        let pool_size = env_or("APP_DB_POOL_SIZE", 16usize)?;
+        if pool_size == 0 {
+            return Err(ConfigError::new("APP_DB_POOL_SIZE", "must be at least 1"));
+        }
+        Ok(Self {
+            pool_size,
+            ..Self::new(url)
+        })
+    }
+}
+
+/// Where Redis is and the key namespace this deployment uses in it.
+#[derive(Debug, Clone)]
+pub struct RedisSettings {
+    /// `REDIS_URL`.
+    pub url: Secret<String>,
+    /// `APP_REDIS_NAMESPACE`: prefix of every key (default `moderation`). Tests give each test
+    /// its own, so tests never see each other's keys.
+    pub namespace: String,
+}
+
+impl RedisSettings {
+    /// Settings for `url` in `namespace`.
+    pub fn new(url: impl Into<String>, namespace: impl Into<String>) -> Self {
+        Self {
+            url: Secret::new(url.into()),
+            namespace: namespace.into(),
+        }
+    }
+
+    /// Reads `REDIS_URL` and `APP_REDIS_NAMESPACE`.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let url = env_raw("REDIS_URL")?.unwrap_or_else(|| "redis://127.0.0.1:6379".to_owned());
+        redis::Client::open(url.as_str())
+            .map_err(|e| ConfigError::new("REDIS_URL", e.to_string()))?;
+        let namespace = env_raw("APP_REDIS_NAMESPACE")?.unwrap_or_else(|| "moderation".to_owned());
+        if !namespace
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        {
+            return Err(ConfigError::new(
+                "APP_REDIS_NAMESPACE",
+                "use only letters, digits, '-', '_' and '.'",
+            ));
+        }
+        Ok(Self::new(url, namespace))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_debug_is_redacted() {
+        let s = Secret::new("postgres://user:hunter2@db/x".to_owned());
+        assert!(!format!("{s:?}").contains("hunter2"));
+    }
+}

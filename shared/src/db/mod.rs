@@ -1,0 +1,77 @@
+//! Postgres: the pool, migrations and one module per table.
+//!
+//! Table functions take any [`GenericClient`], so they work on a pooled connection or inside a
+//! transaction, and they use `prepare_cached`.
+
+use std::time::Duration;
+
+pub use deadpool_postgres::{GenericClient, Pool};
+use deadpool_postgres::{Manager, ManagerConfig, RecyclingMethod, Runtime};
+use tokio_postgres::NoTls;
+
+use crate::config::{ConfigError, DatabaseSettings};
+
+pub mod accounts;
+pub mod api_keys;
+
+mod embedded {
+    refinery::embed_migrations!("../migrations");
+}
+
+/// A database failure.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    /// No connection could be had from the pool in time.
+    #[error("no database connection available")]
+    Pool(#[from] deadpool_postgres::PoolError),
+    /// A query failed.
+    #[error("database query failed")]
+    Query(#[from] tokio_postgres::Error),
+    /// Applying migrations failed.
+    #[error("database migration failed")]
+    Migration(#[from] refinery::Error),
+}
+
+/// Builds the connection pool. Connections are opened lazily, so this succeeds while Postgres
+/// is down; callers see [`DbError::Pool`] until it is back.
+pub fn pool(settings: &DatabaseSettings) -> Result<Pool, ConfigError> {
+    let mut pg: tokio_postgres::Config = settings
+        .url
+        .expose()
+        .parse()
+        .map_err(|e: tokio_postgres::Error| ConfigError::new("DATABASE_URL", e.to_string()))?;
+    pg.connect_timeout(Duration::from_secs(3));
+    if pg.get_application_name().is_none() {
+        pg.application_name("moderation");
+    }
+    let manager = Manager::from_config(
+        pg,
+        NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    Pool::builder(manager)
+        .max_size(settings.pool_size)
+        .wait_timeout(Some(settings.acquire_timeout))
+        .create_timeout(Some(Duration::from_secs(3)))
+        .recycle_timeout(Some(Duration::from_secs(3)))
+        .runtime(Runtime::Tokio1)
+        .build()
+        .map_err(|e| ConfigError::new("DATABASE_URL", e.to_string()))
+}
+
+/// Applies every pending migration in `migrations/`. Returns the versions applied.
+pub async fn migrate(pool: &Pool) -> Result<Vec<i32>, DbError> {
+    let mut conn = pool.get().await?;
+    let client: &mut tokio_postgres::Client = &mut conn;
+    let report = embedded::migrations::runner()
+        .set_abort_divergent(true)
+        .run_async(client)
+        .await?;
+    Ok(report
+        .applied_migrations()
+        .iter()
+        .map(|m| m.version())
+        .collect())
+}

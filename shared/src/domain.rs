@@ -1,0 +1,228 @@
+//! Domain newtypes: ids and scopes.
+
+use std::{fmt, str::FromStr};
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+macro_rules! id_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(pub Uuid);
+
+        impl $name {
+            /// A fresh, time-ordered id.
+            pub fn new() -> Self {
+                Self(Uuid::now_v7())
+            }
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = uuid::Error;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                Uuid::parse_str(s).map(Self)
+            }
+        }
+    };
+}
+
+id_type!(
+    /// An account (organisation): the tenant every key, job and registry entry belongs to.
+    AccountId
+);
+id_type!(
+    /// An API key.
+    ApiKeyId
+);
+
+/// A kind of content, each with its own queue and workers. Chat is stored as `text`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Modality {
+    /// Prompts and chats.
+    Text,
+    /// Images.
+    Image,
+    /// Videos.
+    Video,
+    /// Audio clips.
+    Audio,
+}
+
+impl Modality {
+    /// Every modality.
+    pub const ALL: [Modality; 4] = [
+        Modality::Text,
+        Modality::Image,
+        Modality::Video,
+        Modality::Audio,
+    ];
+
+    /// The wire and queue name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Modality::Text => "text",
+            Modality::Image => "image",
+            Modality::Video => "video",
+            Modality::Audio => "audio",
+        }
+    }
+}
+
+impl fmt::Display for Modality {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A modality name that is not one of [`Modality::ALL`].
+#[derive(Debug, thiserror::Error)]
+#[error("unknown modality {0:?} (expected text, image, video or audio)")]
+pub struct UnknownModality(pub String);
+
+impl FromStr for Modality {
+    type Err = UnknownModality;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Modality::ALL
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .ok_or_else(|| UnknownModality(s.to_owned()))
+    }
+}
+
+/// A permission a key carries. Each endpoint needs exactly one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Scope {
+    /// `moderate:prompt`
+    ModeratePrompt,
+    /// `moderate:chat`
+    ModerateChat,
+    /// `moderate:image`
+    ModerateImage,
+    /// `moderate:video`
+    ModerateVideo,
+    /// `moderate:audio`
+    ModerateAudio,
+    /// `job:read`
+    JobRead,
+    /// `usage:read`
+    UsageRead,
+    /// `webhook:manage`
+    WebhookManage,
+    /// `registry:check`
+    RegistryCheck,
+    /// `registry:submit`
+    RegistrySubmit,
+    /// `settings:manage`: custom categories and blocklists; never a default.
+    SettingsManage,
+    /// `admin:config`: staff dashboard access, never issued to a programmatic key.
+    AdminConfig,
+}
+
+impl Scope {
+    /// Every scope, in a stable order.
+    pub const ALL: [Scope; 12] = [
+        Scope::ModeratePrompt,
+        Scope::ModerateChat,
+        Scope::ModerateImage,
+        Scope::ModerateVideo,
+        Scope::ModerateAudio,
+        Scope::JobRead,
+        Scope::UsageRead,
+        Scope::WebhookManage,
+        Scope::RegistryCheck,
+        Scope::RegistrySubmit,
+        Scope::SettingsManage,
+        Scope::AdminConfig,
+    ];
+
+    /// The scopes a client-created key gets when none are asked for.
+    pub const CLIENT_DEFAULT: [Scope; 5] = [
+        Scope::ModeratePrompt,
+        Scope::ModerateChat,
+        Scope::ModerateImage,
+        Scope::ModerateVideo,
+        Scope::JobRead,
+    ];
+
+    /// The wire name, e.g. `moderate:prompt`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::ModeratePrompt => "moderate:prompt",
+            Scope::ModerateChat => "moderate:chat",
+            Scope::ModerateImage => "moderate:image",
+            Scope::ModerateVideo => "moderate:video",
+            Scope::ModerateAudio => "moderate:audio",
+            Scope::JobRead => "job:read",
+            Scope::UsageRead => "usage:read",
+            Scope::WebhookManage => "webhook:manage",
+            Scope::RegistryCheck => "registry:check",
+            Scope::RegistrySubmit => "registry:submit",
+            Scope::SettingsManage => "settings:manage",
+            Scope::AdminConfig => "admin:config",
+        }
+    }
+
+    /// Whether a programmatic key may carry this scope (`admin:config` never).
+    pub fn issuable_to_keys(self) -> bool {
+        self != Scope::AdminConfig
+    }
+
+    /// Whether only vetted registry members may hold this scope.
+    pub fn needs_registry_membership(self) -> bool {
+        matches!(self, Scope::RegistryCheck | Scope::RegistrySubmit)
+    }
+}
+
+impl fmt::Display for Scope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A scope name that is not one of [`Scope::ALL`].
+#[derive(Debug, thiserror::Error)]
+#[error("unknown scope {0:?}")]
+pub struct UnknownScope(pub String);
+
+impl FromStr for Scope {
+    type Err = UnknownScope;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Scope::ALL
+            .into_iter()
+            .find(|scope| scope.as_str() == s)
+            .ok_or_else(|| UnknownScope(s.to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_scope_round_trips_through_its_name() {
+        for scope in Scope::ALL {
+            assert_eq!(scope.as_str().parse::<Scope>().unwrap(), scope);
+        }
+    }
+
+    #[test]
+    fn admin_config_is_never_issuable() {
+        assert!(!Scope::AdminConfig.issuable_to_keys());
+        assert!(Scope::ALL.iter().filter(|s| !s.issuable_to_keys()).count() == 1);
+    }
+}

@@ -1,0 +1,137 @@
+//! Process plumbing shared by the worker and the dispatcher: checked connections at start,
+//! the metrics listener and the shutdown signal.
+
+use std::net::SocketAddr;
+
+use tokio::net::TcpListener;
+
+use crate::{
+    config::{ConfigError, DatabaseSettings, RedisSettings},
+    db::{self, Pool},
+    redis_conn::RedisConn,
+    telemetry,
+};
+
+/// Why a process could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    /// Bad configuration.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// Postgres did not answer.
+    #[error("cannot reach Postgres")]
+    Postgres(#[source] anyhow::Error),
+    /// Redis did not answer.
+    #[error("cannot reach Redis")]
+    Redis(#[source] redis::RedisError),
+    /// The metrics port could not be bound.
+    #[error("cannot listen for metrics on {addr}")]
+    Metrics {
+        /// The address tried.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Opens the pool and the Redis handle and checks that both answer.
+pub async fn connect(
+    database: &DatabaseSettings,
+    redis: &RedisSettings,
+) -> Result<(Pool, RedisConn), StartupError> {
+    let pool = db::pool(database)?;
+    let client = pool
+        .get()
+        .await
+        .map_err(|e| StartupError::Postgres(e.into()))?;
+    client
+        .simple_query("SELECT 1")
+        .await
+        .map_err(|e| StartupError::Postgres(e.into()))?;
+    drop(client);
+    let redis = RedisConn::new(redis)?;
+    redis.ping().await.map_err(StartupError::Redis)?;
+    Ok((pool, redis))
+}
+
+/// A bound metrics listener; serve it with [`MetricsListener::serve`].
+pub struct MetricsListener {
+    listener: TcpListener,
+}
+
+impl MetricsListener {
+    /// Binds `addr` (port 0 picks a free port).
+    pub async fn bind(addr: SocketAddr) -> Result<Self, StartupError> {
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| StartupError::Metrics { addr, source })?;
+        Ok(Self { listener })
+    }
+
+    /// The port bound.
+    pub fn port(&self) -> u16 {
+        self.listener.local_addr().map_or(0, |a| a.port())
+    }
+
+    /// Serves `GET /metrics` until dropped.
+    pub async fn serve(self) {
+        telemetry::serve_metrics(self.listener, telemetry::install_metrics()).await;
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(err) => {
+                    tracing::warn!(error = %err, "Cannot listen for SIGTERM; only Ctrl-C stops");
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+/// Probes Postgres and Redis every `every`, counting outcomes in
+/// [`telemetry::DEPENDENCY_CHECKS_TOTAL`], until dropped.
+pub async fn watch_dependencies(pool: Pool, redis: RedisConn, every: std::time::Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let postgres = tokio::time::timeout(every, async {
+            let client = pool.get().await.map_err(anyhow::Error::from)?;
+            client
+                .simple_query("SELECT 1")
+                .await
+                .map_err(anyhow::Error::from)?;
+            anyhow::Ok(())
+        })
+        .await;
+        let redis = tokio::time::timeout(every, redis.ping()).await;
+        for (dependency, ok) in [
+            ("postgres", matches!(postgres, Ok(Ok(())))),
+            ("redis", matches!(redis, Ok(Ok(())))),
+        ] {
+            let outcome = if ok { "ok" } else { "error" };
+            if !ok {
+                tracing::warn!(dependency, "Dependency check failed");
+            }
+            metrics::counter!(telemetry::DEPENDENCY_CHECKS_TOTAL, "dependency" => dependency, "outcome" => outcome)
+                .increment(1);
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! Logging and metrics.
+//!
+//! Metric names live here as constants, are described once by [`install_metrics`], and carry
+//! only labels with small fixed value sets (route patterns, methods, status classes).
+
+use std::{convert::Infallible, net::SocketAddr, sync::OnceLock};
+
+use http_body_util::Full;
+use hyper::{body::Bytes, server::conn::http1, service::service_fn, Request, Response};
+use hyper_util::rt::TokioIo;
+use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use tokio::net::TcpListener;
+use tracing_subscriber::{fmt, prelude::*, EnvFilter};
+
+/// HTTP requests answered by the api, by `route` pattern, `method` and `status` class.
+pub const HTTP_REQUESTS_TOTAL: &str = "http_requests_total";
+/// Latency of HTTP requests answered by the api, by `route` and `method`.
+pub const HTTP_REQUEST_DURATION_SECONDS: &str = "http_request_duration_seconds";
+/// Set to 1 by every process once it serves; labelled by `process`.
+pub const PROCESS_UP: &str = "process_up";
+/// Health probes of dependencies, by `dependency` (`postgres`, `redis`) and `outcome`.
+pub const DEPENDENCY_CHECKS_TOTAL: &str = "dependency_checks_total";
+
+const LATENCY_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// Starts structured logging for `service`. `RUST_LOG` filters (default `info`);
+/// `APP_LOG_FORMAT=json` switches to JSON lines. Calling it twice is harmless.
+pub fn init_tracing(service: &'static str) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let json = std::env::var("APP_LOG_FORMAT").is_ok_and(|v| v.eq_ignore_ascii_case("json"));
+    let registry = tracing_subscriber::registry().with(filter);
+    let result = if json {
+        registry
+            .with(fmt::layer().json().flatten_event(true))
+            .try_init()
+    } else {
+        registry.with(fmt::layer().compact()).try_init()
+    };
+    if result.is_ok() {
+        tracing::debug!(service, "Logging started");
+    }
+}
+
+/// Installs the process-wide Prometheus recorder (once) and describes every metric.
+pub fn install_metrics() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)
+                .map(|b| b.build_recorder())
+                .unwrap_or_else(|_| PrometheusBuilder::new().build_recorder());
+            let handle = recorder.handle();
+            // A recorder may already be installed when tests link several services in one
+            // process; the handle still renders what this one records.
+            let _ = metrics::set_global_recorder(recorder);
+            describe();
+            handle
+        })
+        .clone()
+}
+
+fn describe() {
+    describe_counter!(
+        HTTP_REQUESTS_TOTAL,
+        Unit::Count,
+        "HTTP requests answered, by route, method and status class."
+    );
+    describe_histogram!(
+        HTTP_REQUEST_DURATION_SECONDS,
+        Unit::Seconds,
+        "Time to answer an HTTP request, by route and method."
+    );
+    describe_gauge!(PROCESS_UP, "1 while the process serves, by process role.");
+    describe_counter!(
+        DEPENDENCY_CHECKS_TOTAL,
+        Unit::Count,
+        "Health probes of Postgres and Redis, by dependency and outcome."
+    );
+}
+
+/// Serves `GET /metrics` in Prometheus text on `listener` until the future is dropped.
+/// Used by the worker and the dispatcher; the api serves it on its own port.
+pub async fn serve_metrics(listener: TcpListener, handle: PrometheusHandle) {
+    loop {
+        let (stream, _peer): (_, SocketAddr) = match listener.accept().await {
+            Ok(conn) => conn,
+            Err(err) => {
+                tracing::warn!(error = %err, "Metrics listener failed to accept");
+                continue;
+            }
+        };
+        let handle = handle.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req: Request<hyper::body::Incoming>| {
+                let handle = handle.clone();
+                async move { Ok::<_, Infallible>(metrics_response(&req, &handle)) }
+            });
+            if let Err(err) = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+            {
+                tracing::debug!(error = %err, "Metrics connection ended with an error");
+            }
+        });
+    }
+}
+
+fn metrics_response<B>(req: &Request<B>, handle: &PrometheusHandle) -> Response<Full<Bytes>> {
+    let (status, content_type, body) = match (req.method().as_str(), req.uri().path()) {
+        ("GET", "/metrics") => (200, "text/plain; version=0.0.4", handle.render()),
+        (_, "/metrics") => (405, "text/plain", "method not allowed\n".to_owned()),
+        _ => (404, "text/plain", "not found\n".to_owned()),
+    };
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or_default();
+    if let Ok(value) = content_type.parse() {
+        response
+            .headers_mut()
+            .insert(hyper::header::CONTENT_TYPE, value);
+    }
+    response
+}

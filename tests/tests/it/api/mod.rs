@@ -1,0 +1,5 @@
+//! Tests of the api process.
+
+mod auth;
+mod errors;
+mod health;

@@ -1,0 +1,10 @@
+//! The one integration test binary: drives the fleet against real Postgres and Redis.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers outside #[test] functions fail loudly too"
+)]
+
+mod api;
+mod modctl;
