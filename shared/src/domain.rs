@@ -48,6 +48,10 @@ id_type!(
     /// An API key.
     ApiKeyId
 );
+id_type!(
+    /// A moderation job.
+    JobId
+);
 
 /// A kind of content, each with its own queue and workers. Chat is stored as `text`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
