@@ -11,6 +11,7 @@ pub mod db;
 pub mod domain;
 pub mod keys;
 pub mod provisioning;
+pub mod queue;
 pub mod redis_conn;
 pub mod runtime;
 pub mod telemetry;
