@@ -86,10 +86,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     configure_extractors(cfg);
     cfg.service(resource("/health").route(web::get().to(routes::health::health)))
         .service(resource("/metrics").route(web::get().to(routes::health::metrics)))
-        .service(
-            web::scope(auth::API_PREFIX)
-                .service(resource("/me").route(web::get().to(routes::me::me))),
-        )
+        .service(web::scope(auth::API_PREFIX).configure(routes::me::configure))
         .default_service(web::to(not_found));
 }
 
