@@ -48,25 +48,30 @@ pub struct Endpoint {
 /// The path prefix every authenticated endpoint lives under.
 pub const API_PREFIX: &str = "/api/v1";
 
-/// Every endpoint the api serves and what it needs. A route missing here is refused (fail
-/// closed), and a test checks that the table and the routes agree.
+/// Every endpoint the api serves and what it needs. A registered route missing here is
+/// refused (fail closed), and a test checks that every row here is a served route.
+#[rustfmt::skip]
 pub const ENDPOINTS: &[Endpoint] = &[
-    Endpoint {
-        method: Method::GET,
-        path: "/health",
-        access: Access::Public,
-    },
-    Endpoint {
-        method: Method::GET,
-        path: "/metrics",
-        access: Access::Public,
-    },
-    Endpoint {
-        method: Method::GET,
-        path: "/api/v1/me",
-        access: Access::AnyKey,
-    },
+    row(Method::GET, "/health", Access::Public),
+    row(Method::GET, "/metrics", Access::Public),
+    row(Method::GET, "/api/v1/me", Access::AnyKey),
+    row(Method::POST, "/api/v1/moderate/prompt", Access::Scope(Scope::ModeratePrompt)),
+    row(Method::POST, "/api/v1/moderate/chat", Access::Scope(Scope::ModerateChat)),
+    row(Method::POST, "/api/v1/moderate/image", Access::Scope(Scope::ModerateImage)),
+    row(Method::POST, "/api/v1/moderate/video", Access::Scope(Scope::ModerateVideo)),
+    row(Method::POST, "/api/v1/moderate/audio", Access::Scope(Scope::ModerateAudio)),
+    row(Method::GET, "/api/v1/job/{id}", Access::Scope(Scope::JobRead)),
+    row(Method::GET, "/api/v1/job/{id}/progress", Access::Scope(Scope::JobRead)),
+    row(Method::GET, "/api/v1/jobs", Access::Scope(Scope::JobRead)),
 ];
+
+const fn row(method: Method, path: &'static str, access: Access) -> Endpoint {
+    Endpoint {
+        method,
+        path,
+        access,
+    }
+}
 
 /// Looks up what `method` on the registered `pattern` needs.
 pub fn access_for(method: &Method, pattern: &str) -> Option<Access> {

@@ -6,6 +6,7 @@
 pub mod auth;
 pub mod error;
 pub mod middleware;
+pub mod multipart;
 pub mod routes;
 pub mod settings;
 pub mod startup;

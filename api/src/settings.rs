@@ -2,7 +2,10 @@
 
 use std::time::Duration;
 
-use moderation_shared::config::{env_or, env_raw, ConfigError, DatabaseSettings, RedisSettings};
+use moderation_shared::{
+    config::{env_bool, env_or, env_raw, ConfigError, DatabaseSettings, RedisSettings},
+    url_guard::UrlGuard,
+};
 
 /// Everything the api needs to start.
 #[derive(Debug, Clone)]
@@ -21,6 +24,9 @@ pub struct ApiSettings {
     /// (default 2000). A disabled or deleted key, or a terminated account, takes effect
     /// within this time on every replica; it must stay under 5 s.
     pub auth_cache_ttl: Duration,
+    /// Checks media and webhook URLs. `APP_ALLOW_PRIVATE_URLS=true` (development and tests
+    /// only) lets them reach loopback and private addresses.
+    pub url_guard: UrlGuard,
 }
 
 impl ApiSettings {
@@ -44,6 +50,7 @@ impl ApiSettings {
             port: env_or("PORT", 8080u16)?,
             http_workers,
             auth_cache_ttl: Duration::from_millis(auth_cache_ms),
+            url_guard: UrlGuard::system(env_bool("APP_ALLOW_PRIVATE_URLS", false)?),
         })
     }
 
@@ -56,6 +63,7 @@ impl ApiSettings {
             port: 0,
             http_workers: 2,
             auth_cache_ttl: Duration::from_millis(2000),
+            url_guard: UrlGuard::system(false),
         }
     }
 }

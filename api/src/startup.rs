@@ -3,7 +3,7 @@
 use std::net::TcpListener;
 
 use actix_web::{dev::Server, middleware::from_fn, web, App, HttpServer};
-use moderation_shared::{db, redis_conn::RedisConn, telemetry};
+use moderation_shared::{db, queue::JobQueue, redis_conn::RedisConn, telemetry};
 
 use crate::{
     auth::{self, Authenticator},
@@ -36,10 +36,15 @@ impl Application {
     ) -> anyhow::Result<Self> {
         let pool = db::pool(&settings.database)?;
         let redis = RedisConn::new(&settings.redis)?;
+        if settings.url_guard.allows_private() {
+            tracing::warn!("APP_ALLOW_PRIVATE_URLS is on: URLs may reach private addresses (development and tests only)");
+        }
         let state = web::Data::new(AppState {
             auth: Authenticator::new(pool.clone(), settings.auth_cache_ttl),
             pool,
+            queue: JobQueue::new(redis.clone()),
             redis,
+            url_guard: settings.url_guard.clone(),
             metrics: telemetry::install_metrics(),
         });
         metrics::gauge!(telemetry::PROCESS_UP, "process" => "api").set(1.0);
@@ -86,7 +91,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     configure_extractors(cfg);
     cfg.service(resource("/health").route(web::get().to(routes::health::health)))
         .service(resource("/metrics").route(web::get().to(routes::health::metrics)))
-        .service(web::scope(auth::API_PREFIX).configure(routes::me::configure))
+        .service(
+            web::scope(auth::API_PREFIX)
+                .configure(routes::me::configure)
+                .configure(routes::submissions::configure)
+                .configure(routes::jobs::configure),
+        )
         .default_service(web::to(not_found));
 }
 

@@ -1,7 +1,7 @@
 //! State shared by every request handler.
 
 use metrics_exporter_prometheus::PrometheusHandle;
-use moderation_shared::{db::Pool, redis_conn::RedisConn};
+use moderation_shared::{db::Pool, queue::JobQueue, redis_conn::RedisConn, url_guard::UrlGuard};
 
 use crate::auth::Authenticator;
 
@@ -13,6 +13,10 @@ pub struct AppState {
     pub redis: RedisConn,
     /// Key lookup with its short cache.
     pub auth: Authenticator,
+    /// The producer side of the job queue.
+    pub queue: JobQueue,
+    /// Checks submitted URLs.
+    pub url_guard: UrlGuard,
     /// Renders `/metrics`.
     pub metrics: PrometheusHandle,
 }

@@ -15,3 +15,4 @@ pub mod queue;
 pub mod redis_conn;
 pub mod runtime;
 pub mod telemetry;
+pub mod url_guard;

@@ -1,4 +1,6 @@
 //! HTTP handlers, one module per resource.
 
 pub mod health;
+pub mod jobs;
 pub mod me;
+pub mod submissions;

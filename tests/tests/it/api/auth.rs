@@ -265,3 +265,22 @@ async fn admin_config_can_never_be_given_to_a_key() {
     assert!(refused.is_err());
     assert!(bypass.is_err(), "the table itself refuses admin:config");
 }
+
+#[tokio::test]
+async fn every_row_of_the_access_table_is_a_served_route() {
+    let app = spawn_app().await;
+    let key = app.account_with_key(None).await;
+
+    for endpoint in ENDPOINTS {
+        let response = call(&app, &endpoint.method, endpoint.path, Some(&key.key)).await;
+        let status = response.status().as_u16();
+        let body = response.text().await.unwrap();
+        assert_ne!(status, 405, "{} {}: {body}", endpoint.method, endpoint.path);
+        assert!(
+            !(status == 404 && body.contains("no such resource")),
+            "{} {} is not routed: {body}",
+            endpoint.method,
+            endpoint.path
+        );
+    }
+}

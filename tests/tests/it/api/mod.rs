@@ -3,3 +3,5 @@
 mod auth;
 mod errors;
 mod health;
+mod jobs;
+mod submissions;

@@ -1,0 +1,249 @@
+//! The five submission endpoints: validate, persist, enqueue, answer 202.
+
+use actix_web::{web, HttpRequest, HttpResponse};
+use moderation_shared::{
+    db::jobs::{self, NewJob},
+    domain::{JobId, Modality},
+    url_guard::{UrlError, UrlUse},
+};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::{
+    auth::Principal,
+    error::ApiError,
+    multipart::{read_form, Form},
+    startup::resource,
+    state::AppState,
+};
+
+/// The most messages a chat may have.
+pub const MAX_CHAT_MESSAGES: usize = 500;
+
+/// Registers the routes under the `/api/v1` scope.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(resource("/moderate/prompt").route(web::post().to(prompt)))
+        .service(resource("/moderate/chat").route(web::post().to(chat)))
+        .service(resource("/moderate/image").route(web::post().to(image)))
+        .service(resource("/moderate/video").route(web::post().to(video)))
+        .service(resource("/moderate/audio").route(web::post().to(audio)));
+}
+
+/// What a validated submission is made of.
+struct Submission {
+    modality: Modality,
+    content: String,
+    messages: Option<serde_json::Value>,
+    webhook_url: Option<String>,
+}
+
+async fn prompt(
+    state: web::Data<AppState>,
+    principal: Principal,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let mut form = read_form(&req, payload, &["text"]).await?;
+    let text = form
+        .text("text")?
+        .ok_or_else(|| ApiError::InvalidRequest("field \"text\" is required".to_owned()))?;
+    if text.is_empty() {
+        return Err(ApiError::InvalidRequest(
+            "field \"text\" must not be empty".to_owned(),
+        ));
+    }
+    let webhook_url = webhook_url(&state, &mut form).await?;
+    submit(
+        &state,
+        &principal,
+        Submission {
+            modality: Modality::Text,
+            content: text,
+            messages: None,
+            webhook_url,
+        },
+    )
+    .await
+}
+
+/// One chat message.
+#[derive(Debug, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+struct ChatMessage {
+    role: ChatRole,
+    content: String,
+}
+
+#[derive(Debug, Deserialize, serde::Serialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum ChatRole {
+    User,
+    Assistant,
+    System,
+}
+
+impl ChatRole {
+    fn as_str(self) -> &'static str {
+        match self {
+            ChatRole::User => "user",
+            ChatRole::Assistant => "assistant",
+            ChatRole::System => "system",
+        }
+    }
+}
+
+async fn chat(
+    state: web::Data<AppState>,
+    principal: Principal,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let mut form = read_form(&req, payload, &[]).await?;
+    let raw = form
+        .take("messages")?
+        .ok_or_else(|| ApiError::InvalidRequest("field \"messages\" is required".to_owned()))?;
+    let messages: Vec<ChatMessage> = serde_json::from_slice(&raw.value).map_err(|e| {
+        ApiError::InvalidRequest(format!(
+            "\"messages\" must be a JSON array of {{\"role\": \"user\"|\"assistant\"|\"system\", \"content\": string}}: {e}"
+        ))
+    })?;
+    if messages.is_empty() || messages.len() > MAX_CHAT_MESSAGES {
+        return Err(ApiError::InvalidRequest(format!(
+            "\"messages\" must hold 1 to {MAX_CHAT_MESSAGES} messages"
+        )));
+    }
+    let content = messages
+        .iter()
+        .map(|m| format!("{}: {}", m.role.as_str(), m.content))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let messages = serde_json::to_value(&messages).map_err(|e| ApiError::Internal(e.into()))?;
+    let webhook_url = webhook_url(&state, &mut form).await?;
+    submit(
+        &state,
+        &principal,
+        Submission {
+            modality: Modality::Text,
+            content,
+            messages: Some(messages),
+            webhook_url,
+        },
+    )
+    .await
+}
+
+async fn media(
+    state: web::Data<AppState>,
+    principal: Principal,
+    req: HttpRequest,
+    payload: web::Payload,
+    modality: Modality,
+) -> Result<HttpResponse, ApiError> {
+    let field = modality.as_str();
+    let mut form = read_form(&req, payload, &[]).await?;
+    let part = form
+        .take(field)?
+        .ok_or_else(|| ApiError::InvalidRequest(format!("field {field:?} is required")))?;
+    if part.is_file {
+        return Err(ApiError::InvalidRequest(format!(
+            "field {field:?} must be the URL of the media, not an upload"
+        )));
+    }
+    let url = String::from_utf8(part.value)
+        .map_err(|_| ApiError::InvalidRequest(format!("field {field:?} is not valid UTF-8")))?;
+    let checked = state
+        .url_guard
+        .check(&url, UrlUse::Media)
+        .await
+        .map_err(|e| url_refused(field, &e))?;
+    let webhook_url = webhook_url(&state, &mut form).await?;
+    submit(
+        &state,
+        &principal,
+        Submission {
+            modality,
+            content: checked.url.to_string(),
+            messages: None,
+            webhook_url,
+        },
+    )
+    .await
+}
+
+async fn image(
+    state: web::Data<AppState>,
+    principal: Principal,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    media(state, principal, req, payload, Modality::Image).await
+}
+
+async fn video(
+    state: web::Data<AppState>,
+    principal: Principal,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    media(state, principal, req, payload, Modality::Video).await
+}
+
+async fn audio(
+    state: web::Data<AppState>,
+    principal: Principal,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    media(state, principal, req, payload, Modality::Audio).await
+}
+
+/// The optional `webhook_url`: https only, public addresses only.
+async fn webhook_url(state: &AppState, form: &mut Form) -> Result<Option<String>, ApiError> {
+    let Some(raw) = form.text("webhook_url")? else {
+        return Ok(None);
+    };
+    let checked = state
+        .url_guard
+        .check(&raw, UrlUse::Webhook)
+        .await
+        .map_err(|e| url_refused("webhook_url", &e))?;
+    Ok(Some(checked.url.to_string()))
+}
+
+fn url_refused(field: &str, err: &UrlError) -> ApiError {
+    ApiError::InvalidRequest(format!("field {field:?}: {err}"))
+}
+
+/// Persists the job, then enqueues it. If the enqueue fails the job still exists (the relay
+/// enqueues it once Redis is back), and the client gets 503 with its `job_id`.
+async fn submit(
+    state: &AppState,
+    principal: &Principal,
+    submission: Submission,
+) -> Result<HttpResponse, ApiError> {
+    let id = JobId::new();
+    let client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    jobs::insert(
+        &client,
+        &NewJob {
+            id,
+            account_id: principal.account_id,
+            api_key_id: Some(principal.key_id),
+            modality: submission.modality,
+            content: &submission.content,
+            messages: submission.messages.as_ref(),
+            webhook_url: submission.webhook_url.as_deref(),
+        },
+    )
+    .await?;
+    if let Err(err) = state.queue.enqueue(submission.modality, id).await {
+        if let Err(mark) = jobs::mark_not_enqueued(&client, id).await {
+            tracing::warn!(job_id = %id, error = %mark, "Could not mark a job as not enqueued; the relay still finds it");
+        }
+        return Err(ApiError::ServiceUnavailable {
+            job_id: Some(id.0),
+            source: Some(err.into()),
+        });
+    }
+    Ok(HttpResponse::Accepted().json(json!({ "job_id": id, "status": "queued" })))
+}

@@ -1,0 +1,203 @@
+//! The `jobs` table.
+
+use time::OffsetDateTime;
+use tokio_postgres::Row;
+
+use super::{DbError, GenericClient};
+use crate::domain::{AccountId, ApiKeyId, JobId, Modality};
+
+/// Job status: `queued → processing → completed | failed`; terminal states never change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum JobStatus {
+    /// Waiting for a worker.
+    Queued,
+    /// A worker holds it.
+    Processing,
+    /// Decided.
+    Completed,
+    /// Could not be decided.
+    Failed,
+}
+
+impl JobStatus {
+    /// Every status.
+    pub const ALL: [JobStatus; 4] = [
+        JobStatus::Queued,
+        JobStatus::Processing,
+        JobStatus::Completed,
+        JobStatus::Failed,
+    ];
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Queued => "queued",
+            JobStatus::Processing => "processing",
+            JobStatus::Completed => "completed",
+            JobStatus::Failed => "failed",
+        }
+    }
+
+    /// Parses a wire name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+}
+
+/// A job row as the read endpoints show it.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// Its id.
+    pub id: JobId,
+    /// The stored type (`text`, `image`, `video`, `audio`, or a historical value).
+    pub kind: String,
+    /// Its status.
+    pub status: JobStatus,
+    /// Its progress stage.
+    pub stage: String,
+    /// How many times a worker took it.
+    pub attempts: i32,
+    /// The decision, once completed.
+    pub is_prohibited: Option<bool>,
+    /// The rejection reason (only when prohibited).
+    pub reason: Option<String>,
+    /// Category results, when any ran.
+    pub categories: Option<serde_json::Value>,
+    /// Failure code, for failed jobs.
+    pub error_code: Option<String>,
+    /// Failure message, for failed jobs.
+    pub error_message: Option<String>,
+    /// When it was submitted.
+    pub created_at: OffsetDateTime,
+    /// When it last changed.
+    pub updated_at: OffsetDateTime,
+    /// When it finished.
+    pub completed_at: Option<OffsetDateTime>,
+}
+
+const COLUMNS: &str = "id, type, status, stage, attempts, is_prohibited, reason, categories, \
+                       error_code, error_message, created_at, updated_at, completed_at";
+
+impl Job {
+    fn from_row(row: &Row) -> Self {
+        Self {
+            id: JobId(row.get("id")),
+            kind: row.get("type"),
+            status: JobStatus::parse(row.get("status")).unwrap_or(JobStatus::Queued),
+            stage: row.get("stage"),
+            attempts: row.get("attempts"),
+            is_prohibited: row.get("is_prohibited"),
+            reason: row.get("reason"),
+            categories: row.get("categories"),
+            error_code: row.get("error_code"),
+            error_message: row.get("error_message"),
+            created_at: row.get("created_at"),
+            updated_at: row.get("updated_at"),
+            completed_at: row.get("completed_at"),
+        }
+    }
+}
+
+/// A submission to persist.
+#[derive(Debug)]
+pub struct NewJob<'a> {
+    /// The job's id (chosen by the caller so it can be enqueued by id).
+    pub id: JobId,
+    /// The owning account.
+    pub account_id: AccountId,
+    /// The key used, if any.
+    pub api_key_id: Option<ApiKeyId>,
+    /// The modality (its queue).
+    pub modality: Modality,
+    /// The text (a chat as `role: content` lines) or the media URL.
+    pub content: &'a str,
+    /// A chat's messages as submitted.
+    pub messages: Option<&'a serde_json::Value>,
+    /// The per-request callback URL.
+    pub webhook_url: Option<&'a str>,
+}
+
+/// Inserts a queued job, marked as enqueued now (the caller enqueues next and calls
+/// [`mark_not_enqueued`] if that fails). Returns its creation time.
+pub async fn insert(
+    client: &impl GenericClient,
+    job: &NewJob<'_>,
+) -> Result<OffsetDateTime, DbError> {
+    let stmt = client
+        .prepare_cached(
+            "INSERT INTO jobs (id, account_id, api_key_id, type, content, messages, webhook_url, \
+                               enqueued_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, now()) RETURNING created_at",
+        )
+        .await?;
+    let row = client
+        .query_one(
+            &stmt,
+            &[
+                &job.id.0,
+                &job.account_id.0,
+                &job.api_key_id.map(|k| k.0),
+                &job.modality.as_str(),
+                &job.content,
+                &job.messages,
+                &job.webhook_url,
+            ],
+        )
+        .await?;
+    Ok(row.get(0))
+}
+
+/// Records that a job's enqueue failed, so the relay picks it up first.
+pub async fn mark_not_enqueued(client: &impl GenericClient, id: JobId) -> Result<(), DbError> {
+    let stmt = client
+        .prepare_cached("UPDATE jobs SET enqueued_at = NULL WHERE id = $1 AND status = 'queued'")
+        .await?;
+    client.execute(&stmt, &[&id.0]).await?;
+    Ok(())
+}
+
+/// One job of `account`.
+pub async fn get(
+    client: &impl GenericClient,
+    account: AccountId,
+    id: JobId,
+) -> Result<Option<Job>, DbError> {
+    let stmt = client
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM jobs WHERE id = $1 AND account_id = $2"
+        ))
+        .await?;
+    Ok(client
+        .query_opt(&stmt, &[&id.0, &account.0])
+        .await?
+        .as_ref()
+        .map(Job::from_row))
+}
+
+/// Jobs of `account` in `statuses`, oldest first, after the position `after`
+/// (`created_at`, id), at most `limit`.
+pub async fn list(
+    client: &impl GenericClient,
+    account: AccountId,
+    statuses: &[JobStatus],
+    after: Option<(OffsetDateTime, JobId)>,
+    limit: i64,
+) -> Result<Vec<Job>, DbError> {
+    let statuses: Vec<&str> = statuses.iter().map(|s| s.as_str()).collect();
+    let (after_at, after_id) = after.map_or((None, None), |(at, id)| (Some(at), Some(id.0)));
+    let stmt = client
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM jobs \
+             WHERE account_id = $1 AND status = ANY($2) \
+               AND ($3::timestamptz IS NULL OR (created_at, id) > ($3, $4::uuid)) \
+             ORDER BY created_at, id LIMIT $5"
+        ))
+        .await?;
+    let rows = client
+        .query(
+            &stmt,
+            &[&account.0, &statuses, &after_at, &after_id, &limit],
+        )
+        .await?;
+    Ok(rows.iter().map(Job::from_row).collect())
+}
