@@ -63,6 +63,13 @@ pub const ENDPOINTS: &[Endpoint] = &[
     row(Method::GET, "/api/v1/job/{id}", Access::Scope(Scope::JobRead)),
     row(Method::GET, "/api/v1/job/{id}/progress", Access::Scope(Scope::JobRead)),
     row(Method::GET, "/api/v1/jobs", Access::Scope(Scope::JobRead)),
+    row(Method::POST, "/api/v1/webhook/register", Access::Scope(Scope::WebhookManage)),
+    row(Method::GET, "/api/v1/webhook/register", Access::Scope(Scope::WebhookManage)),
+    row(Method::DELETE, "/api/v1/webhook/register", Access::Scope(Scope::WebhookManage)),
+    row(Method::GET, "/api/v1/me/webhook-secrets", Access::Scope(Scope::WebhookManage)),
+    row(Method::POST, "/api/v1/me/webhook-secrets/reveal", Access::Scope(Scope::WebhookManage)),
+    row(Method::POST, "/me/webhook-secrets/reveal", Access::Scope(Scope::WebhookManage)),
+    row(Method::POST, "/api/v1/me/webhook-secrets/rotate", Access::Scope(Scope::WebhookManage)),
 ];
 
 const fn row(method: Method, path: &'static str, access: Access) -> Endpoint {

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use moderation_shared::{
     config::{env_bool, env_or, env_raw, ConfigError, DatabaseSettings, RedisSettings},
+    crypto::SealingKey,
     url_guard::UrlGuard,
 };
 
@@ -27,6 +28,8 @@ pub struct ApiSettings {
     /// Checks media and webhook URLs. `APP_ALLOW_PRIVATE_URLS=true` (development and tests
     /// only) lets them reach loopback and private addresses.
     pub url_guard: UrlGuard,
+    /// `APP_ENCRYPTION_KEY`: seals webhook signing secrets at rest (required).
+    pub encryption_key: SealingKey,
 }
 
 impl ApiSettings {
@@ -51,11 +54,16 @@ impl ApiSettings {
             http_workers,
             auth_cache_ttl: Duration::from_millis(auth_cache_ms),
             url_guard: UrlGuard::system(env_bool("APP_ALLOW_PRIVATE_URLS", false)?),
+            encryption_key: SealingKey::from_env()?,
         })
     }
 
     /// Settings for tests and embedding: loopback, a free port, two workers.
-    pub fn for_local(database: DatabaseSettings, redis: RedisSettings) -> Self {
+    pub fn for_local(
+        database: DatabaseSettings,
+        redis: RedisSettings,
+        encryption_key: SealingKey,
+    ) -> Self {
         Self {
             database,
             redis,
@@ -64,6 +72,7 @@ impl ApiSettings {
             http_workers: 2,
             auth_cache_ttl: Duration::from_millis(2000),
             url_guard: UrlGuard::system(false),
+            encryption_key,
         }
     }
 }

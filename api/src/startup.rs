@@ -45,6 +45,7 @@ impl Application {
             queue: JobQueue::new(redis.clone()),
             redis,
             url_guard: settings.url_guard.clone(),
+            encryption_key: settings.encryption_key.clone(),
             metrics: telemetry::install_metrics(),
         });
         metrics::gauge!(telemetry::PROCESS_UP, "process" => "api").set(1.0);
@@ -95,8 +96,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             web::scope(auth::API_PREFIX)
                 .configure(routes::me::configure)
                 .configure(routes::submissions::configure)
-                .configure(routes::jobs::configure),
+                .configure(routes::jobs::configure)
+                .configure(routes::webhooks::configure),
         )
+        .configure(routes::webhooks::configure_root)
         .default_service(web::to(not_found));
 }
 

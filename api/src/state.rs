@@ -1,7 +1,9 @@
 //! State shared by every request handler.
 
 use metrics_exporter_prometheus::PrometheusHandle;
-use moderation_shared::{db::Pool, queue::JobQueue, redis_conn::RedisConn, url_guard::UrlGuard};
+use moderation_shared::{
+    crypto::SealingKey, db::Pool, queue::JobQueue, redis_conn::RedisConn, url_guard::UrlGuard,
+};
 
 use crate::auth::Authenticator;
 
@@ -17,6 +19,8 @@ pub struct AppState {
     pub queue: JobQueue,
     /// Checks submitted URLs.
     pub url_guard: UrlGuard,
+    /// Opens and seals webhook signing secrets.
+    pub encryption_key: SealingKey,
     /// Renders `/metrics`.
     pub metrics: PrometheusHandle,
 }

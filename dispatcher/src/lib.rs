@@ -1,55 +1,81 @@
-//! The dispatcher: owns the signed webhook schedule. It claims due deliveries from Postgres,
-//! signs, sends and records each attempt. It never classifies and never answers API requests.
+//! The dispatcher: owns the signed webhook schedule. It claims due deliveries from Postgres
+//! (several dispatchers can run), signs and sends them, records every attempt and schedules
+//! the next. It never classifies and never answers API requests.
 
-use std::{future::Future, net::SocketAddr, time::Duration};
+pub mod deliver;
+pub mod listen;
+pub mod schedule;
+pub mod settings;
+
+use std::{future::Future, sync::Arc, time::Duration};
 
 use moderation_shared::{
-    config::{env_or, ConfigError, DatabaseSettings, RedisSettings},
-    db::Pool,
-    redis_conn::RedisConn,
-    runtime::{self, MetricsListener, StartupError},
+    clock,
+    db::{
+        self, deliveries,
+        deliveries::{AttemptRecord, Claimed, NextStep},
+        webhooks, Pool,
+    },
+    runtime::{MetricsListener, StartupError},
     telemetry,
 };
+use tokio::{
+    sync::{Notify, Semaphore},
+    task::JoinSet,
+};
 
-/// The dispatcher's settings.
-#[derive(Debug, Clone)]
-pub struct DispatcherSettings {
-    /// Postgres.
-    pub database: DatabaseSettings,
-    /// Redis.
-    pub redis: RedisSettings,
-    /// `METRICS_PORT`: where `/metrics` is served (default 9090; 0 picks a free port).
-    pub metrics_addr: SocketAddr,
-}
+pub use settings::DispatcherSettings;
 
-impl DispatcherSettings {
-    /// Reads the environment.
-    pub fn from_env() -> Result<Self, ConfigError> {
-        Ok(Self {
-            database: DatabaseSettings::from_env()?,
-            redis: RedisSettings::from_env()?,
-            metrics_addr: SocketAddr::from(([0, 0, 0, 0], env_or("METRICS_PORT", 9090u16)?)),
-        })
-    }
-}
+use crate::deliver::{Outcome, Sender};
 
-/// A started dispatcher process.
+/// Beyond twice the attempt deadline, how long a claim lasts before a silent dispatcher's
+/// attempt is given up and the row is due again (an attempt never takes longer).
+const LEASE_MARGIN: Duration = Duration::from_secs(1);
+/// The shortest sleep, so rows due but locked by another dispatcher cause no hot loop.
+const MIN_IDLE: Duration = Duration::from_millis(5);
+
+/// A started dispatcher.
 pub struct Dispatcher {
     metrics: MetricsListener,
+    core: Arc<Core>,
+}
+
+/// What every attempt needs.
+struct Core {
     pool: Pool,
-    redis: RedisConn,
+    settings: DispatcherSettings,
+    sender: Sender,
+    slots: Arc<Semaphore>,
 }
 
 impl Dispatcher {
-    /// Connects to Postgres and Redis and binds the metrics port.
+    /// Connects to Postgres and binds the metrics port.
     pub async fn build(settings: DispatcherSettings) -> Result<Self, StartupError> {
-        let (pool, redis) = runtime::connect(&settings.database, &settings.redis).await?;
+        let pool = db::pool(&settings.database)?;
+        drop(
+            pool.get()
+                .await
+                .map_err(|e| StartupError::Postgres(e.into()))?,
+        );
+        let sender = Sender::new(
+            settings.url_guard.clone(),
+            settings.attempt_timeout,
+            settings.extra_ca_pem.as_deref(),
+        )
+        .map_err(|e| StartupError::HttpClient(e.into()))?;
+        if settings.url_guard.allows_private() {
+            tracing::warn!("APP_ALLOW_PRIVATE_URLS is on: webhooks may reach private addresses (development and tests only)");
+        }
         let metrics = MetricsListener::bind(settings.metrics_addr).await?;
         tracing::info!(metrics_port = metrics.port(), "Dispatcher started");
         Ok(Self {
             metrics,
-            pool,
-            redis,
+            core: Arc::new(Core {
+                slots: Arc::new(Semaphore::new(settings.concurrency)),
+                pool,
+                sender,
+                settings,
+            }),
         })
     }
 
@@ -58,13 +84,201 @@ impl Dispatcher {
         self.metrics.port()
     }
 
-    /// Runs until `shutdown` resolves.
+    /// Claims and sends everything due now, waiting for every attempt to end. Returns how
+    /// many attempts were made. The single step tests drive.
+    pub async fn run_due(&self) -> anyhow::Result<usize> {
+        let mut running = JoinSet::new();
+        let made = self.core.dispatch_due(&mut running).await?;
+        while running.join_next().await.is_some() {}
+        Ok(made)
+    }
+
+    /// Runs until `shutdown` resolves; then finishes the attempts in flight (each has a
+    /// deadline), so no lease is left to run out.
     pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()>) {
         metrics::gauge!(telemetry::PROCESS_UP, "process" => "dispatcher").set(1.0);
-        tokio::select! {
-            () = self.metrics.serve() => {}
-            () = runtime::watch_dependencies(self.pool, self.redis, Duration::from_secs(5)) => {}
-            () = shutdown => tracing::info!("Dispatcher stopping"),
+        let wake = Arc::new(Notify::new());
+        let listener = tokio::spawn(listen::notify_on_new(
+            self.core.settings.database.clone(),
+            wake.clone(),
+        ));
+        let metrics = tokio::spawn(self.metrics.serve());
+        let mut running = JoinSet::new();
+        tokio::pin!(shutdown);
+        loop {
+            while running.try_join_next().is_some() {}
+            let idle = match self.core.dispatch_due(&mut running).await {
+                // Every slot busy: a finishing attempt wakes the loop.
+                Ok(_) if self.core.slots.available_permits() == 0 => self.core.settings.idle_poll,
+                Ok(_) => self.core.idle_for().await,
+                Err(err) => {
+                    tracing::warn!(error = ?err, "Claiming due deliveries failed");
+                    self.core.settings.idle_poll
+                }
+            };
+            tokio::select! {
+                () = &mut shutdown => break,
+                () = wake.notified() => {}
+                () = tokio::time::sleep(idle) => {}
+                Some(_) = running.join_next(), if !running.is_empty() => {}
+            }
         }
+        tracing::info!(
+            in_flight = running.len(),
+            "Dispatcher stopping; finishing attempts in flight"
+        );
+        while running.join_next().await.is_some() {}
+        listener.abort();
+        metrics.abort();
+    }
+}
+
+impl Core {
+    /// Claims as many due deliveries as there are free slots and starts their attempts.
+    async fn dispatch_due(self: &Arc<Self>, running: &mut JoinSet<()>) -> anyhow::Result<usize> {
+        let client = self.pool.get().await?;
+        deliveries::abandon_stale_last_attempts(&client).await?;
+        let mut made = 0;
+        loop {
+            let free = self.slots.available_permits();
+            if free == 0 {
+                return Ok(made);
+            }
+            let lease = self.settings.attempt_timeout * 2 + LEASE_MARGIN;
+            let claimed = deliveries::claim_due(&client, free.min(500) as i64, lease).await?;
+            if claimed.is_empty() {
+                return Ok(made);
+            }
+            for delivery in claimed {
+                let permit = self.slots.clone().acquire_owned().await?;
+                let core = self.clone();
+                made += 1;
+                running.spawn(async move {
+                    core.attempt(delivery).await;
+                    drop(permit);
+                });
+            }
+        }
+    }
+
+    /// How long to sleep: until the next delivery falls due, at most the idle poll.
+    async fn idle_for(&self) -> Duration {
+        let most = self.settings.idle_poll;
+        let Ok(client) = self.pool.get().await else {
+            return most;
+        };
+        match deliveries::next_due_at(&client).await {
+            Ok(Some(at)) => Duration::try_from(at - clock::now())
+                .unwrap_or(Duration::ZERO)
+                .clamp(MIN_IDLE, most),
+            _ => most,
+        }
+    }
+
+    /// One attempt: sign, send, record, schedule.
+    async fn attempt(&self, delivery: Claimed) {
+        let started_at = clock::now();
+        let lateness = (started_at - delivery.scheduled_at)
+            .as_seconds_f64()
+            .max(0.0);
+        metrics::histogram!(telemetry::WEBHOOK_LATENESS_SECONDS).record(lateness);
+        let secrets = match self.secrets(&delivery).await {
+            Ok(secrets) => secrets,
+            Err(err) => {
+                // The lease runs out and the attempt is made again later.
+                tracing::warn!(delivery_id = %delivery.id, error = ?err, "Cannot load signing secrets");
+                return;
+            }
+        };
+        let (outcome, duration) = self
+            .sender
+            .send(
+                &delivery.target_url,
+                &delivery.id.to_string(),
+                &secrets,
+                started_at.unix_timestamp(),
+                &delivery.body,
+            )
+            .await;
+        let (status_code, error, body, next) = match &outcome {
+            Outcome::Acknowledged { status, body } => (
+                Some(i32::from(*status)),
+                None,
+                Some(body.as_str()),
+                NextStep::Delivered,
+            ),
+            Outcome::Refused { status, body } => (
+                Some(i32::from(*status)),
+                None,
+                Some(body.as_str()),
+                self.retry(&delivery),
+            ),
+            Outcome::Failed { error } => (None, Some(error.clone()), None, self.retry(&delivery)),
+            Outcome::Undeliverable { reason } => (
+                None,
+                Some(reason.to_string()),
+                None,
+                NextStep::Undeliverable,
+            ),
+        };
+        let label = match next {
+            NextStep::Delivered => "delivered",
+            NextStep::RetryAt(_) => "retry",
+            NextStep::Abandoned => "abandoned",
+            NextStep::Undeliverable => "undeliverable",
+        };
+        metrics::counter!(telemetry::WEBHOOK_ATTEMPTS_TOTAL, "outcome" => label).increment(1);
+        tracing::info!(
+            delivery_id = %delivery.id,
+            attempt = delivery.attempt,
+            status = ?status_code,
+            outcome = label,
+            duration_ms = duration.as_millis() as u64,
+            "Webhook attempt ended"
+        );
+        let record = AttemptRecord {
+            status_code,
+            error: error.as_deref(),
+            response_body: body,
+            started_at,
+            duration,
+        };
+        if let Err(err) = self.record(&delivery, &record, next).await {
+            tracing::warn!(delivery_id = %delivery.id, error = ?err, "Cannot record an attempt; it will be retried after the lease");
+        }
+    }
+
+    fn retry(&self, delivery: &Claimed) -> NextStep {
+        match self
+            .settings
+            .schedule
+            .next_after(delivery.attempt, delivery.scheduled_at)
+        {
+            Some(at) => NextStep::RetryAt(at),
+            None => NextStep::Abandoned,
+        }
+    }
+
+    async fn secrets(&self, delivery: &Claimed) -> anyhow::Result<Vec<String>> {
+        let client = self.pool.get().await?;
+        let secrets =
+            webhooks::signing_secrets(&client, &self.settings.encryption_key, delivery.account_id)
+                .await?;
+        Ok(secrets.into_iter().map(|s| s.secret).collect())
+    }
+
+    async fn record(
+        &self,
+        delivery: &Claimed,
+        record: &AttemptRecord<'_>,
+        next: NextStep,
+    ) -> anyhow::Result<()> {
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        if !deliveries::record_attempt(&tx, delivery, record, next).await? {
+            tracing::warn!(delivery_id = %delivery.id, "Another dispatcher took this delivery over");
+        }
+        tx.commit().await?;
+        Ok(())
     }
 }

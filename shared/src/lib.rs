@@ -7,6 +7,7 @@
 
 pub mod clock;
 pub mod config;
+pub mod crypto;
 pub mod db;
 pub mod domain;
 pub mod keys;
@@ -14,5 +15,6 @@ pub mod provisioning;
 pub mod queue;
 pub mod redis_conn;
 pub mod runtime;
+pub mod signing;
 pub mod telemetry;
 pub mod url_guard;

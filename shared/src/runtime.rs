@@ -24,6 +24,9 @@ pub enum StartupError {
     /// Redis did not answer.
     #[error("cannot reach Redis")]
     Redis(#[source] redis::RedisError),
+    /// An outgoing HTTP client could not be built (e.g. a bad extra CA file).
+    #[error("cannot build the HTTP client")]
+    HttpClient(#[source] anyhow::Error),
     /// The metrics port could not be bound.
     #[error("cannot listen for metrics on {addr}")]
     Metrics {

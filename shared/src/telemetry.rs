@@ -22,6 +22,11 @@ pub const PROCESS_UP: &str = "process_up";
 /// Health probes of dependencies, by `dependency` (`postgres`, `redis`) and `outcome`.
 pub const DEPENDENCY_CHECKS_TOTAL: &str = "dependency_checks_total";
 
+/// Webhook attempts by `outcome` (`delivered`, `retry`, `abandoned`, `undeliverable`).
+pub const WEBHOOK_ATTEMPTS_TOTAL: &str = "webhook_attempts_total";
+/// How late attempts start against their schedule.
+pub const WEBHOOK_LATENESS_SECONDS: &str = "webhook_lateness_seconds";
+
 const LATENCY_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];

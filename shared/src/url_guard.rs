@@ -166,22 +166,33 @@ impl UrlGuard {
         let ips = match url.host().ok_or(UrlError::NoHost)? {
             Host::Ipv4(ip) => vec![IpAddr::V4(ip)],
             Host::Ipv6(ip) => vec![IpAddr::V6(ip)],
-            Host::Domain(name) => {
-                let name = name.trim_end_matches('.');
-                if name.is_empty() {
-                    return Err(UrlError::NoHost);
-                }
-                match tokio::time::timeout(RESOLVE_TIMEOUT, self.resolver.resolve(name)).await {
-                    Ok(Ok(ips)) if !ips.is_empty() => ips,
-                    _ => return Err(UrlError::Unresolvable),
-                }
+            Host::Domain(name) if name.trim_end_matches('.').is_empty() => {
+                return Err(UrlError::NoHost)
             }
+            Host::Domain(name) => self.resolve_host(name).await?,
         };
         self.check_ips(&ips)?;
         Ok(ips
             .into_iter()
             .map(|ip| SocketAddr::new(ip, port))
             .collect())
+    }
+
+    /// Resolves a bare host name and checks every address: the hook for HTTP clients, so every
+    /// address connected to is checked at connect time (no DNS rebinding).
+    pub async fn resolve_host(&self, host: &str) -> Result<Vec<IpAddr>, UrlError> {
+        let host = host.trim_end_matches('.');
+        let ips = match host.parse::<IpAddr>() {
+            Ok(ip) => vec![ip],
+            Err(_) => {
+                match tokio::time::timeout(RESOLVE_TIMEOUT, self.resolver.resolve(host)).await {
+                    Ok(Ok(ips)) if !ips.is_empty() => ips,
+                    _ => return Err(UrlError::Unresolvable),
+                }
+            }
+        };
+        self.check_ips(&ips)?;
+        Ok(ips)
     }
 
     /// Checks addresses (all must be public unless private ones are allowed).

@@ -7,13 +7,16 @@
     reason = "test harness: a failed set-up step must stop the test loudly"
 )]
 
+pub mod dispatch;
 pub mod forms;
+pub mod receiver;
 
 use std::{sync::Once, time::Duration};
 
 use moderation_api::{ApiSettings, Application};
 use moderation_shared::{
     config::{DatabaseSettings, RedisSettings},
+    crypto::SealingKey,
     db::{self, Pool},
     domain::{AccountId, Scope},
     provisioning,
@@ -123,6 +126,8 @@ pub struct TestApp {
     pub db: TestDatabase,
     /// The Redis settings (URL and namespace) the fleet uses.
     pub redis: RedisSettings,
+    /// The key sealing webhook secrets (the dispatcher needs the same one).
+    pub encryption_key: SealingKey,
     /// An HTTP client with no redirects and a short timeout.
     pub client: reqwest::Client,
 }
@@ -137,10 +142,13 @@ pub async fn spawn_app_with(adjust: impl FnOnce(&mut ApiSettings)) -> TestApp {
     init_tracing();
     let db = TestDatabase::create().await;
     let redis = RedisSettings::new(redis_url(), format!("test-{}", Uuid::new_v4().simple()));
-    let mut settings = ApiSettings::for_local(db.settings.clone(), redis.clone());
+    let encryption_key = SealingKey::random().expect("random key");
+    let mut settings =
+        ApiSettings::for_local(db.settings.clone(), redis.clone(), encryption_key.clone());
     settings.http_workers = 1;
     adjust(&mut settings);
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let encryption_key = settings.encryption_key.clone();
     let app = Application::build_with_listener(settings, listener).expect("build api");
     let port = app.port();
     tokio::spawn(app.run_until_stopped());
@@ -149,6 +157,7 @@ pub async fn spawn_app_with(adjust: impl FnOnce(&mut ApiSettings)) -> TestApp {
         port,
         db,
         redis,
+        encryption_key,
         client: reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_secs(30))

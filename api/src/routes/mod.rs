@@ -4,3 +4,4 @@ pub mod health;
 pub mod jobs;
 pub mod me;
 pub mod submissions;
+pub mod webhooks;

@@ -13,7 +13,9 @@ use crate::config::{ConfigError, DatabaseSettings};
 
 pub mod accounts;
 pub mod api_keys;
+pub mod deliveries;
 pub mod jobs;
+pub mod webhooks;
 
 mod embedded {
     refinery::embed_migrations!("../migrations");

@@ -7,5 +7,6 @@
 )]
 
 mod api;
+mod dispatcher;
 mod modctl;
 mod url_guard;

@@ -5,3 +5,4 @@ mod errors;
 mod health;
 mod jobs;
 mod submissions;
+mod webhooks;

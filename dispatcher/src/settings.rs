@@ -1,0 +1,81 @@
+//! The dispatcher's settings, from the environment.
+
+use std::{net::SocketAddr, time::Duration};
+
+use moderation_shared::{
+    config::{env_bool, env_or, env_raw, ConfigError, DatabaseSettings},
+    crypto::SealingKey,
+    url_guard::UrlGuard,
+};
+
+use crate::schedule::Schedule;
+
+/// Everything the dispatcher needs to start.
+#[derive(Debug, Clone)]
+pub struct DispatcherSettings {
+    /// Postgres.
+    pub database: DatabaseSettings,
+    /// `METRICS_PORT`: where `/metrics` is served (default 9090; 0 picks a free port).
+    pub metrics_addr: SocketAddr,
+    /// `APP_ENCRYPTION_KEY`: opens the sealed signing secrets.
+    pub encryption_key: SealingKey,
+    /// Checks targets; `APP_ALLOW_PRIVATE_URLS=true` (development and tests only) lets them
+    /// reach private addresses.
+    pub url_guard: UrlGuard,
+    /// `APP_EXTRA_CA_FILE`: PEM roots trusted besides the system's.
+    pub extra_ca_pem: Option<Vec<u8>>,
+    /// The retry schedule (`APP_WEBHOOK_SCHEDULE_SCALE` multiplies its delays).
+    pub schedule: Schedule,
+    /// `APP_WEBHOOK_TIMEOUT_MS`: the whole-attempt deadline (default 10 000).
+    pub attempt_timeout: Duration,
+    /// `APP_DISPATCH_CONCURRENCY`: attempts in flight at once (default 256).
+    pub concurrency: usize,
+    /// `APP_DISPATCH_IDLE_POLL_MS`: the longest the dispatcher sleeps between looks for due
+    /// work when no notification wakes it (default 1000).
+    pub idle_poll: Duration,
+}
+
+impl DispatcherSettings {
+    /// Reads the environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let scale = env_or("APP_WEBHOOK_SCHEDULE_SCALE", 1.0f64)?;
+        if !(scale.is_finite() && scale > 0.0) {
+            return Err(ConfigError::new(
+                "APP_WEBHOOK_SCHEDULE_SCALE",
+                "must be a positive number",
+            ));
+        }
+        let timeout_ms = env_or("APP_WEBHOOK_TIMEOUT_MS", 10_000u64)?;
+        if timeout_ms == 0 {
+            return Err(ConfigError::new(
+                "APP_WEBHOOK_TIMEOUT_MS",
+                "must be at least 1",
+            ));
+        }
+        let concurrency = env_or("APP_DISPATCH_CONCURRENCY", 256usize)?;
+        if concurrency == 0 {
+            return Err(ConfigError::new(
+                "APP_DISPATCH_CONCURRENCY",
+                "must be at least 1",
+            ));
+        }
+        let extra_ca_pem = env_raw("APP_EXTRA_CA_FILE")?
+            .map(|path| {
+                std::fs::read(&path).map_err(|e| {
+                    ConfigError::new("APP_EXTRA_CA_FILE", format!("cannot read {path}: {e}"))
+                })
+            })
+            .transpose()?;
+        Ok(Self {
+            database: DatabaseSettings::from_env()?,
+            metrics_addr: SocketAddr::from(([0, 0, 0, 0], env_or("METRICS_PORT", 9090u16)?)),
+            encryption_key: SealingKey::from_env()?,
+            url_guard: UrlGuard::system(env_bool("APP_ALLOW_PRIVATE_URLS", false)?),
+            extra_ca_pem,
+            schedule: Schedule::scaled(scale),
+            attempt_timeout: Duration::from_millis(timeout_ms),
+            concurrency,
+            idle_poll: Duration::from_millis(env_or("APP_DISPATCH_IDLE_POLL_MS", 1000u64)?.max(1)),
+        })
+    }
+}

@@ -1,0 +1,110 @@
+//! Running a dispatcher against a test app, and making deliveries to dispatch.
+
+use std::{net::SocketAddr, time::Duration};
+
+use moderation_dispatcher::{schedule::Schedule, Dispatcher, DispatcherSettings};
+use moderation_shared::{
+    db::deliveries::{self, NewDelivery},
+    domain::{AccountId, JobId},
+    url_guard::UrlGuard,
+};
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+use crate::{receiver::TestReceiver, TestApp};
+
+/// A dispatcher running in the test process; stopped (gracefully) when dropped.
+pub struct RunningDispatcher {
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl RunningDispatcher {
+    /// Stops it and waits for its attempts in flight to end.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = (&mut self.task).await;
+    }
+}
+
+impl Drop for RunningDispatcher {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl TestApp {
+    /// Dispatcher settings for this app: its database and sealing key, the receiver's CA,
+    /// private addresses allowed, the schedule scaled by `scale`.
+    pub fn dispatcher_settings(&self, receiver: &TestReceiver, scale: f64) -> DispatcherSettings {
+        DispatcherSettings {
+            database: self.db.settings.clone(),
+            metrics_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            encryption_key: self.encryption_key.clone(),
+            url_guard: UrlGuard::system(true),
+            extra_ca_pem: Some(receiver.ca_pem.clone().into_bytes()),
+            schedule: Schedule::scaled(scale),
+            attempt_timeout: Duration::from_secs(5),
+            concurrency: 32,
+            idle_poll: Duration::from_millis(200),
+        }
+    }
+
+    /// Starts a dispatcher with `settings` in this process.
+    pub async fn start_dispatcher(&self, settings: DispatcherSettings) -> RunningDispatcher {
+        let dispatcher = Dispatcher::build(settings).await.expect("dispatcher");
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(dispatcher.run_until_stopped(async {
+            let _ = stopped.await;
+        }));
+        RunningDispatcher {
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    /// Stores a completed job of `account` and its delivery of `body` to `target`, as a worker
+    /// does when a job completes. Returns the delivery id.
+    pub async fn make_delivery(&self, account: AccountId, target: &str, body: &[u8]) -> Uuid {
+        let mut client = self.db.pool.get().await.expect("connect");
+        let tx = client.transaction().await.expect("tx");
+        let job = JobId::new();
+        tx.execute(
+            "INSERT INTO jobs (id, account_id, type, status, stage, content, is_prohibited, completed_at) \
+             VALUES ($1, $2, 'text', 'completed', 'done', 'hello', false, now())",
+            &[&job.0, &account.0],
+        )
+        .await
+        .expect("insert job");
+        let id = Uuid::now_v7();
+        deliveries::insert(
+            &tx,
+            &NewDelivery {
+                id,
+                job_id: job,
+                account_id: account,
+                target_url: target,
+                body,
+            },
+        )
+        .await
+        .expect("insert delivery");
+        tx.commit().await.expect("commit");
+        id
+    }
+
+    /// The delivery's state and attempt count.
+    pub async fn delivery_state(&self, id: Uuid) -> (String, i32) {
+        let client = self.db.pool.get().await.expect("connect");
+        let row = client
+            .query_one(
+                "SELECT state, attempts FROM deliveries WHERE id = $1",
+                &[&id],
+            )
+            .await
+            .expect("delivery");
+        (row.get(0), row.get(1))
+    }
+}

@@ -1,0 +1,420 @@
+//! The dispatcher against a real HTTPS receiver: signatures, the schedule, outcomes, crashes.
+
+use std::time::{Duration, Instant};
+
+use moderation_shared::{clock, domain::Scope, signing, url_guard::UrlGuard};
+use moderation_tests::{
+    eventually,
+    receiver::{Received, Reply, TestReceiver},
+    spawn_app, TestApp, TestKey,
+};
+use serde_json::Value;
+
+const BODY: &[u8] =
+    br#"{"job_id":"j","status":"completed","is_prohibited":false,"delivery_id":"d"}"#;
+
+async fn manager(app: &TestApp) -> TestKey {
+    app.account_with_key(Some(&[Scope::WebhookManage])).await
+}
+
+async fn active_secret(app: &TestApp, key: &TestKey) -> String {
+    let response = app
+        .client
+        .post(app.url("/api/v1/me/webhook-secrets/reveal"))
+        .bearer_auth(&key.key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    response.json::<Value>().await.unwrap()["secret"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+fn header<'a>(received: &'a Received, name: &str) -> &'a str {
+    received
+        .headers
+        .get(name)
+        .map(|v| v.to_str().unwrap())
+        .unwrap_or_default()
+}
+
+/// Checks one request as a receiver would, with both our code and the standardwebhooks crate.
+fn assert_verifies(received: &Received, secret: &str) {
+    standardwebhooks::Webhook::new(secret)
+        .unwrap()
+        .verify(&received.body, &received.headers)
+        .expect("standardwebhooks verifies");
+    let timestamp: i64 = header(received, "webhook-timestamp").parse().unwrap();
+    signing::verify(
+        secret,
+        header(received, "webhook-id"),
+        timestamp,
+        header(received, "webhook-signature"),
+        &received.body,
+        clock::now().unix_timestamp(),
+        300,
+    )
+    .expect("our verifier agrees");
+}
+
+async fn wait_for_requests(receiver: &TestReceiver, n: usize, within: Duration) -> Vec<Received> {
+    eventually(within, &format!("{n} requests"), || async {
+        let got = receiver.received();
+        (got.len() >= n).then_some(got)
+    })
+    .await
+}
+
+async fn wait_for_state(app: &TestApp, id: uuid::Uuid, state: &str) -> i32 {
+    eventually(Duration::from_secs(30), state, || async {
+        let (now, attempts) = app.delivery_state(id).await;
+        (now == state).then_some(attempts)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_delivery_is_signed_and_verifies_as_a_receiver_checks_it() {
+    let app = spawn_app().await;
+    let key = manager(&app).await;
+    let secret = active_secret(&app, &key).await;
+    let receiver = TestReceiver::start().await;
+    let dispatcher = app
+        .start_dispatcher(app.dispatcher_settings(&receiver, 0.001))
+        .await;
+
+    let id = app
+        .make_delivery(key.account, &receiver.url("/hook"), BODY)
+        .await;
+
+    let got = wait_for_requests(&receiver, 1, Duration::from_secs(10)).await;
+    assert_eq!(wait_for_state(&app, id, "delivered").await, 1);
+    let request = &got[0];
+    assert_eq!(request.body, BODY);
+    assert_eq!(header(request, "content-type"), "application/json");
+    assert_eq!(header(request, "webhook-id"), id.to_string());
+    assert_eq!(header(request, "x-service-delivery-id"), id.to_string());
+    assert_verifies(request, &secret);
+    let client = app.db.pool.get().await.unwrap();
+    let row = client
+        .query_one(
+            "SELECT status_code, response_body FROM delivery_attempts WHERE delivery_id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, Option<i32>>(0), Some(200));
+    assert_eq!(row.get::<_, Option<String>>(1).as_deref(), Some("ok"));
+    dispatcher.stop().await;
+}
+
+#[tokio::test]
+async fn a_failing_target_gets_twelve_attempts_at_the_scaled_offsets_and_nothing_after() {
+    let app = spawn_app().await;
+    let key = manager(&app).await;
+    let secret = active_secret(&app, &key).await;
+    let receiver = TestReceiver::start().await;
+    receiver.script([], Reply::Status(500));
+    let scale = 0.0005;
+    let dispatcher = app
+        .start_dispatcher(app.dispatcher_settings(&receiver, scale))
+        .await;
+
+    let id = app
+        .make_delivery(key.account, &receiver.url("/hook"), BODY)
+        .await;
+
+    assert_eq!(wait_for_state(&app, id, "abandoned").await, 12);
+    let got = receiver.received();
+    assert_eq!(got.len(), 12);
+    // Each attempt was due at the spec's offsets from the first (scaled): 30 s, 1, 2, 4, 8,
+    // 16, 32 min, then hourly; and each started on time (no earlier, at most 1 s late).
+    let delays = [
+        30.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 3600.0, 3600.0, 3600.0, 3600.0,
+    ];
+    let client = app.db.pool.get().await.unwrap();
+    let attempts: Vec<(time::OffsetDateTime, time::OffsetDateTime)> = client
+        .query("SELECT scheduled_at, started_at FROM delivery_attempts WHERE delivery_id = $1 ORDER BY attempt", &[&id])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(attempts.len(), 12);
+    let first_due = attempts[0].0;
+    let mut expected = 0.0;
+    for (i, (due, started)) in attempts.iter().enumerate() {
+        if i > 0 {
+            expected += delays[i - 1] * scale;
+        }
+        let offset = (*due - first_due).as_seconds_f64();
+        assert!(
+            (offset - expected).abs() < 0.002,
+            "attempt {} due at {offset:.4}s, want {expected:.4}s",
+            i + 1
+        );
+        let late = (*started - *due).as_seconds_f64();
+        assert!(
+            (-0.001..1.0).contains(&late),
+            "attempt {} started {late:.3}s late",
+            i + 1
+        );
+    }
+    for request in &got {
+        assert_eq!(request.body, BODY, "byte-identical body on every attempt");
+        assert_eq!(header(request, "webhook-id"), id.to_string());
+        assert_verifies(request, &secret);
+    }
+    let recorded: i64 = client
+        .query_one(
+            "SELECT count(*) FROM delivery_attempts WHERE delivery_id = $1 AND status_code = 500",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(recorded, 12);
+    // Nothing is due any more, and nothing more arrives.
+    let due: Option<time::OffsetDateTime> = client
+        .query_one(
+            "SELECT next_attempt_at FROM deliveries WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(due, None);
+    dispatcher.stop().await;
+    assert_eq!(receiver.received().len(), 12);
+}
+
+#[tokio::test]
+async fn a_2xx_stops_the_schedule_and_a_redirect_is_not_followed() {
+    let app = spawn_app().await;
+    let key = manager(&app).await;
+    let receiver = TestReceiver::start().await;
+    receiver.script(
+        [Reply::Status(503), Reply::Status(302), Reply::Status(204)],
+        Reply::Status(500),
+    );
+    let dispatcher = app
+        .start_dispatcher(app.dispatcher_settings(&receiver, 0.001))
+        .await;
+
+    let id = app
+        .make_delivery(key.account, &receiver.url("/hook"), BODY)
+        .await;
+
+    assert_eq!(wait_for_state(&app, id, "delivered").await, 3);
+    dispatcher.stop().await;
+    assert_eq!(receiver.received().len(), 3);
+    let client = app.db.pool.get().await.unwrap();
+    let statuses: Vec<Option<i32>> = client
+        .query(
+            "SELECT status_code FROM delivery_attempts WHERE delivery_id = $1 ORDER BY attempt",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(statuses, vec![Some(503), Some(302), Some(204)]);
+}
+
+#[tokio::test]
+async fn during_rotation_both_secrets_sign_until_the_old_one_expires() {
+    let app = spawn_app().await;
+    let key = manager(&app).await;
+    let old = active_secret(&app, &key).await;
+    let rotated = app
+        .client
+        .post(app.url("/api/v1/me/webhook-secrets/rotate"))
+        .bearer_auth(&key.key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rotated.status(), 201);
+    let new = rotated.json::<Value>().await.unwrap()["secret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(old, new);
+    let receiver = TestReceiver::start().await;
+    let dispatcher = app
+        .start_dispatcher(app.dispatcher_settings(&receiver, 0.001))
+        .await;
+
+    app.make_delivery(key.account, &receiver.url("/a"), BODY)
+        .await;
+    let during = wait_for_requests(&receiver, 1, Duration::from_secs(10)).await;
+    // The grace period ends.
+    let client = app.db.pool.get().await.unwrap();
+    client
+        .execute("UPDATE webhook_secrets SET expires_at = now() - interval '1 second' WHERE expires_at IS NOT NULL", &[])
+        .await
+        .unwrap();
+    app.make_delivery(key.account, &receiver.url("/b"), BODY)
+        .await;
+    let after = wait_for_requests(&receiver, 2, Duration::from_secs(10)).await;
+
+    assert_eq!(
+        header(&during[0], "webhook-signature").split(' ').count(),
+        2
+    );
+    assert_verifies(&during[0], &old);
+    assert_verifies(&during[0], &new);
+    assert_eq!(header(&after[1], "webhook-signature").split(' ').count(), 1);
+    assert_verifies(&after[1], &new);
+    assert!(standardwebhooks::Webhook::new(&old)
+        .unwrap()
+        .verify(&after[1].body, &after[1].headers)
+        .is_err());
+    dispatcher.stop().await;
+}
+
+#[tokio::test]
+async fn non_https_and_private_targets_are_undeliverable_without_a_retry() {
+    let app = spawn_app().await;
+    let key = manager(&app).await;
+    let receiver = TestReceiver::start().await;
+    let mut settings = app.dispatcher_settings(&receiver, 0.001);
+    settings.url_guard = UrlGuard::system(false);
+    let dispatcher = app.start_dispatcher(settings).await;
+
+    let plain = app
+        .make_delivery(
+            key.account,
+            &receiver.url("/hook").replace("https", "http"),
+            BODY,
+        )
+        .await;
+    let private = app
+        .make_delivery(key.account, "https://10.0.0.1/hook", BODY)
+        .await;
+    let loopback_name = app
+        .make_delivery(
+            key.account,
+            &receiver.url("/hook").replace("127.0.0.1", "localhost"),
+            BODY,
+        )
+        .await;
+    let malformed = app.make_delivery(key.account, "https://", BODY).await;
+
+    for id in [plain, private, loopback_name, malformed] {
+        assert_eq!(wait_for_state(&app, id, "undeliverable").await, 1);
+    }
+    dispatcher.stop().await;
+    assert!(receiver.received().is_empty());
+}
+
+#[tokio::test]
+async fn a_receiver_that_trickles_its_answer_is_cut_at_the_deadline() {
+    let app = spawn_app().await;
+    let key = manager(&app).await;
+    let receiver = TestReceiver::start().await;
+    receiver.script([Reply::Trickle], Reply::Status(200));
+    let mut settings = app.dispatcher_settings(&receiver, 0.001);
+    settings.attempt_timeout = Duration::from_millis(700);
+    let dispatcher = app.start_dispatcher(settings).await;
+
+    let id = app
+        .make_delivery(key.account, &receiver.url("/hook"), BODY)
+        .await;
+
+    assert_eq!(wait_for_state(&app, id, "delivered").await, 2);
+    dispatcher.stop().await;
+    let client = app.db.pool.get().await.unwrap();
+    let first = client
+        .query_one("SELECT duration_ms, error FROM delivery_attempts WHERE delivery_id = $1 AND attempt = 1", &[&id])
+        .await
+        .unwrap();
+    let duration: i32 = first.get(0);
+    assert!((650..2000).contains(&duration), "cut after {duration} ms");
+    assert!(first.get::<_, Option<String>>(1).is_some());
+}
+
+#[tokio::test]
+async fn a_new_delivery_wakes_an_idle_dispatcher_without_waiting_for_its_poll() {
+    let app = spawn_app().await;
+    let key = manager(&app).await;
+    let receiver = TestReceiver::start().await;
+    let mut settings = app.dispatcher_settings(&receiver, 0.001);
+    // Only the notification can wake it in time.
+    settings.idle_poll = Duration::from_secs(120);
+    let dispatcher = app.start_dispatcher(settings).await;
+    // Let it reach its idle sleep: its first look finds nothing.
+    tokio::task::yield_now().await;
+
+    let sent = Instant::now();
+    app.make_delivery(key.account, &receiver.url("/hook"), BODY)
+        .await;
+
+    let got = wait_for_requests(&receiver, 1, Duration::from_secs(10)).await;
+    assert!(got[0].at.duration_since(sent) < Duration::from_secs(10));
+    dispatcher.stop().await;
+}
+
+#[tokio::test]
+async fn a_dispatcher_killed_mid_schedule_loses_nothing_and_costs_at_most_one_extra_send() {
+    let app = spawn_app().await;
+    let key = manager(&app).await;
+    let receiver = TestReceiver::start().await;
+    receiver.script([], Reply::Status(500));
+    let ca = receiver.ca_file();
+    let mut child = std::process::Command::new(moderation_tests::binary("dispatcher"))
+        .env("DATABASE_URL", app.db.settings.url.expose())
+        .env("APP_ENCRYPTION_KEY", app.encryption_key.to_base64())
+        .env("APP_ALLOW_PRIVATE_URLS", "true")
+        .env("APP_EXTRA_CA_FILE", ca.path())
+        .env("APP_WEBHOOK_SCHEDULE_SCALE", "0.01")
+        .env("APP_WEBHOOK_TIMEOUT_MS", "1000")
+        .env("METRICS_PORT", "0")
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let id = app
+        .make_delivery(key.account, &receiver.url("/hook"), BODY)
+        .await;
+    wait_for_requests(&receiver, 2, Duration::from_secs(20)).await;
+
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let sent_before = receiver.received().len();
+    receiver.script([], Reply::Status(200));
+    let mut settings = app.dispatcher_settings(&receiver, 0.01);
+    settings.attempt_timeout = Duration::from_millis(1000);
+    let dispatcher = app.start_dispatcher(settings).await;
+
+    let attempts = wait_for_state(&app, id, "delivered").await;
+    dispatcher.stop().await;
+    let sent = receiver.received().len();
+    assert!(
+        sent > sent_before,
+        "the new dispatcher finished the schedule"
+    );
+    assert!(
+        attempts as usize >= sent,
+        "every send was a counted attempt"
+    );
+    assert!(
+        attempts as usize <= sent + 1,
+        "at most one claimed attempt was lost with the process"
+    );
+    let client = app.db.pool.get().await.unwrap();
+    let recorded: i64 = client
+        .query_one(
+            "SELECT count(*) FROM delivery_attempts WHERE delivery_id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        recorded as usize + 1 >= sent,
+        "at most one attempt went unrecorded"
+    );
+}
