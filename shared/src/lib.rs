@@ -11,6 +11,7 @@ pub mod crypto;
 pub mod db;
 pub mod domain;
 pub mod keys;
+pub mod payload;
 pub mod provisioning;
 pub mod queue;
 pub mod redis_conn;

@@ -201,3 +201,99 @@ pub async fn list(
         .await?;
     Ok(rows.iter().map(Job::from_row).collect())
 }
+
+/// What [`finish`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finished {
+    /// The delivery made for it, when the job had a target.
+    pub delivery_id: Option<uuid::Uuid>,
+}
+
+/// Ends a job that is not yet terminal with `outcome`, and stores its webhook delivery: to the
+/// job's own `webhook_url`, else to the account's global URL at this moment, else none. Run it
+/// in the transaction that writes the result, so both land or neither does. `None` when the
+/// job had already ended (a job run twice completes once).
+pub async fn finish(
+    client: &impl GenericClient,
+    id: JobId,
+    outcome: &crate::payload::JobOutcome,
+) -> Result<Option<Finished>, DbError> {
+    use crate::payload::JobOutcome;
+    let (status, stage, prohibited, reason, categories, nsfw, code, message) = match outcome {
+        JobOutcome::Decided {
+            is_prohibited,
+            reason,
+            categories,
+            nsfw_checked,
+        } => (
+            "completed",
+            "done",
+            Some(*is_prohibited),
+            reason.as_deref().filter(|_| *is_prohibited),
+            categories.as_ref(),
+            *nsfw_checked,
+            None,
+            None,
+        ),
+        JobOutcome::Failed { code, message } => (
+            "failed",
+            "failed",
+            None,
+            None,
+            None,
+            None,
+            Some(*code),
+            Some(message.as_str()),
+        ),
+    };
+    let stmt = client
+        .prepare_cached(
+            "UPDATE jobs SET status = $2, stage = $3, is_prohibited = $4, reason = $5, \
+                    categories = $6, nsfw_checked = $7, error_code = $8, error_message = $9, \
+                    completed_at = now(), updated_at = now() \
+             WHERE id = $1 AND status IN ('queued', 'processing') \
+             RETURNING account_id, completed_at, \
+                       coalesce(webhook_url, \
+                                (SELECT url FROM webhook_endpoints e WHERE e.account_id = jobs.account_id)) \
+                           AS target",
+        )
+        .await?;
+    let Some(row) = client
+        .query_opt(
+            &stmt,
+            &[
+                &id.0,
+                &status,
+                &stage,
+                &prohibited,
+                &reason,
+                &categories,
+                &nsfw,
+                &code,
+                &message,
+            ],
+        )
+        .await?
+    else {
+        return Ok(None);
+    };
+    let Some(target) = row.get::<_, Option<String>>("target") else {
+        return Ok(Some(Finished { delivery_id: None }));
+    };
+    let delivery_id = uuid::Uuid::now_v7();
+    let body = crate::payload::body(id, outcome, row.get("completed_at"), delivery_id);
+    super::deliveries::insert(
+        client,
+        &super::deliveries::NewDelivery {
+            id: delivery_id,
+            job_id: id,
+            account_id: AccountId(row.get("account_id")),
+            target_url: &target,
+            body: &body,
+        },
+    )
+    .await?;
+    Ok(Some(Finished {
+        delivery_id: Some(delivery_id),
+    }))
+}

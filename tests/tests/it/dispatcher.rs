@@ -418,3 +418,127 @@ async fn a_dispatcher_killed_mid_schedule_loses_nothing_and_costs_at_most_one_ex
         "at most one attempt went unrecorded"
     );
 }
+
+/// Finishes a job as a worker does: the result and its delivery in one transaction.
+async fn finish(app: &TestApp, job: uuid::Uuid) -> Option<moderation_shared::db::jobs::Finished> {
+    let mut client = app.db.pool.get().await.unwrap();
+    let tx = client.transaction().await.unwrap();
+    let outcome = moderation_shared::payload::JobOutcome::Decided {
+        is_prohibited: true,
+        reason: Some("violence".into()),
+        categories: None,
+        nsfw_checked: None,
+    };
+    let finished =
+        moderation_shared::db::jobs::finish(&tx, moderation_shared::domain::JobId(job), &outcome)
+            .await
+            .unwrap();
+    tx.commit().await.unwrap();
+    finished
+}
+
+#[tokio::test]
+async fn the_target_is_the_requests_url_else_the_global_one_and_none_after_the_global_is_cleared() {
+    let app = moderation_tests::spawn_app_with(|s| s.url_guard = UrlGuard::system(true)).await;
+    let key = app
+        .account_with_key(Some(&[Scope::WebhookManage, Scope::ModeratePrompt]))
+        .await;
+    let secret = active_secret(&app, &key).await;
+    let receiver = TestReceiver::start().await;
+    let registered = app
+        .client
+        .post(app.url("/api/v1/webhook/register"))
+        .bearer_auth(&key.key)
+        .json(&serde_json::json!({"url": receiver.url("/global")}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(registered.status(), 200);
+    let with_own = app
+        .submit(
+            "prompt",
+            &key,
+            reqwest::multipart::Form::new()
+                .text("text", "hi")
+                .text("webhook_url", receiver.url("/own")),
+        )
+        .await;
+    let with_own: uuid::Uuid = with_own.json::<Value>().await.unwrap()["job_id"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let plain = app.submit_prompt(&key, "hello").await;
+    let dispatcher = app
+        .start_dispatcher(app.dispatcher_settings(&receiver, 0.001))
+        .await;
+
+    finish(&app, with_own).await.unwrap().delivery_id.unwrap();
+    finish(&app, plain).await.unwrap().delivery_id.unwrap();
+    let got = wait_for_requests(&receiver, 2, Duration::from_secs(10)).await;
+    let cleared = app
+        .client
+        .delete(app.url("/api/v1/webhook/register"))
+        .bearer_auth(&key.key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cleared.status(), 204);
+    let later = app
+        .submit_prompt(&key, "after the global URL was cleared")
+        .await;
+    let finished_later = finish(&app, later).await.unwrap();
+    dispatcher.stop().await;
+
+    let by_job = |job: uuid::Uuid| {
+        got.iter()
+            .find(|r| {
+                serde_json::from_slice::<Value>(&r.body).unwrap()["job_id"] == job.to_string()
+            })
+            .unwrap()
+            .clone()
+    };
+    let own = by_job(with_own);
+    let global = by_job(plain);
+    assert_verifies(&own, &secret);
+    assert_verifies(&global, &secret);
+    let body: Value = serde_json::from_slice(&own.body).unwrap();
+    assert_eq!(body["status"], "completed");
+    assert_eq!(body["is_prohibited"], true);
+    assert_eq!(body["reason"], "violence");
+    assert_eq!(body["delivery_id"], header(&own, "webhook-id"));
+    assert_eq!(finished_later.delivery_id, None);
+    assert_eq!(receiver.received().len(), 2);
+    let paths: Vec<_> = [&own, &global]
+        .iter()
+        .map(|r| header(r, "webhook-id").to_owned())
+        .collect();
+    assert_ne!(paths[0], paths[1]);
+}
+
+#[tokio::test]
+async fn a_job_finished_twice_completes_once_with_one_delivery() {
+    let app = spawn_app().await;
+    let key = app.account_with_key(None).await;
+    let client = app.db.pool.get().await.unwrap();
+    client
+        .execute(
+            "INSERT INTO webhook_endpoints (account_id, url) VALUES ($1, 'https://93.184.215.14/hook')",
+            &[&key.account.0],
+        )
+        .await
+        .unwrap();
+    let job = app.submit_prompt(&key, "hello").await;
+
+    let first = finish(&app, job).await;
+    let second = finish(&app, job).await;
+
+    assert!(first.unwrap().delivery_id.is_some());
+    assert_eq!(second, None);
+    let deliveries: i64 = client
+        .query_one("SELECT count(*) FROM deliveries WHERE job_id = $1", &[&job])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(deliveries, 1);
+}
