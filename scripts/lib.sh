@@ -4,6 +4,7 @@
 
 set -euo pipefail
 
+export ROOT
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PG_PASSWORD=${PG_PASSWORD:-postgres}
 PG_HOST=${PG_HOST:-127.0.0.1}

@@ -3,7 +3,7 @@
 #  1. capacity: 10,000 deliveries all due at once; attempts/s.
 #  2. schedule: 10,000 deliveries falling due at 1,000/s; lateness against the schedule.
 # Targets: >= 1,000 attempts/s, p99 lateness <= 1 s.
-source "$ROOT/scripts/lib.sh"
+source "$(dirname "$0")/../lib.sh"
 COUNT=${COUNT:-10000}
 RATE=${RATE:-1000}
 

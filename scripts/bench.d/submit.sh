@@ -3,7 +3,7 @@
 # then pgbench inserting the same row shape into the same Postgres at the same concurrency.
 # Prints accepted submissions/s, p50/p99 latency, pgbench tps, their ratio and the api's
 # peak RSS. Targets: ratio >= 0.6, p99 <= 25 ms, RSS <= 100 MB.
-source "$ROOT/scripts/lib.sh"
+source "$(dirname "$0")/../lib.sh"
 command -v wrk >/dev/null || apt_install wrk
 CONNECTIONS=${CONNECTIONS:-64}
 DURATION=${DURATION:-20}
