@@ -108,19 +108,25 @@ impl Relay {
         let cutoff = clock::now() - self.settings.relay_grace;
         let never = self.never_enqueued(&client, modality, cutoff).await?;
         let lost = self.lost(&client, modality, cutoff).await?;
-        let mut missing = never;
-        missing.extend(lost);
-        if missing.is_empty() {
+        let candidates: Vec<Uuid> = never.into_iter().chain(lost).map(|j| j.0).collect();
+        if candidates.is_empty() {
             return Ok(0);
         }
-        self.queue.enqueue_many(modality, &missing).await?;
-        let ids: Vec<Uuid> = missing.iter().map(|j| j.0).collect();
+        // Only jobs still queued now: one claimed (and acknowledged) since the scan is not
+        // missing. Marking them first means a failed enqueue is retried by a later round.
         let stmt = client
             .prepare_cached(
-                "UPDATE jobs SET enqueued_at = now() WHERE id = ANY($1) AND status = 'queued'",
+                "UPDATE jobs SET enqueued_at = now()
+                 WHERE id = ANY($1) AND status = 'queued' RETURNING id",
             )
             .await?;
-        client.execute(&stmt, &[&ids]).await?;
+        let missing: Vec<JobId> = client
+            .query(&stmt, &[&candidates])
+            .await?
+            .iter()
+            .map(|r| JobId(r.get(0)))
+            .collect();
+        self.queue.enqueue_many(modality, &missing).await?;
         metrics::counter!(telemetry::QUEUE_RELAYED_TOTAL, "modality" => modality.as_str())
             .increment(missing.len() as u64);
         Ok(missing.len())
