@@ -107,6 +107,20 @@ impl WorkerProcess {
         self.child.id()
     }
 
+    /// Sends it SIGTERM.
+    pub fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -TERM failed");
+    }
+
+    /// Its exit status once it has exited.
+    pub fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().expect("wait for the worker")
+    }
+
     /// Kills it with SIGKILL and reaps it.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

@@ -286,3 +286,28 @@ async fn a_job_is_tried_a_fifth_time_but_not_a_sixth() {
         1
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_exits_cleanly_within_25_s_of_sigterm() {
+    let app = spawn_app().await;
+    let queue = queue(&app.redis);
+    let mut worker = WorkerProcess::spawn(&app, &app.redis, TEXT, &[]);
+    let job = insert_jobs(&app, TEXT, 1, true).await[0];
+    queue.enqueue(TEXT, job).await.unwrap();
+    eventually(
+        Duration::from_secs(30),
+        "the worker processing the job",
+        || async {
+            (job_row(&app, job).await.0 == "processing" && is_empty(&queue).await).then_some(())
+        },
+    )
+    .await;
+
+    worker.terminate();
+    let status = eventually(Duration::from_secs(25), "the worker exiting", || {
+        std::future::ready(worker.try_wait())
+    })
+    .await;
+
+    assert!(status.success(), "{status:?}");
+}
