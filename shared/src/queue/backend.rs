@@ -32,6 +32,8 @@ use crate::{domain::Modality, telemetry};
 /// An apalis backend delivering one modality's jobs to one worker.
 pub struct StreamBackend {
     settings: QueueSettings,
+    modality: Modality,
+    name: String,
     queue: JobQueue,
     permits: Arc<Semaphore>,
     held: Held,
@@ -65,11 +67,12 @@ impl StreamBackend {
         let held = Held::default();
         let (tx, rx) = mpsc::channel(concurrency);
         let (stop, stop_rx) = watch::channel(false);
+        let name = consumer_name();
         let consumer = Consumer {
             queue: queue.clone(),
             modality,
             settings: settings.clone(),
-            name: consumer_name(),
+            name: name.clone(),
             permits: permits.clone(),
             batch: concurrency.min(100),
             held: held.clone(),
@@ -78,6 +81,8 @@ impl StreamBackend {
         };
         Self {
             settings,
+            modality,
+            name,
             queue,
             permits,
             held,
@@ -131,6 +136,7 @@ impl Backend for StreamBackend {
             let queue = self.queue.clone();
             let permits = self.permits.clone();
             let held = self.held.clone();
+            let (modality, name) = (self.modality, self.name.clone());
             self.closing = Some(Box::pin(async move {
                 if let Some(running) = running {
                     let _ = running.await;
@@ -140,15 +146,16 @@ impl Backend for StreamBackend {
                 while let Ok(task) = rx.try_recv() {
                     unstarted.push(task.args);
                 }
-                if unstarted.is_empty() {
-                    return;
+                if !unstarted.is_empty() {
+                    if let Err(err) = queue.give_back(&unstarted).await {
+                        tracing::warn!(error = %err, "Could not give back unstarted jobs; they will be taken over");
+                    }
+                    for job in &unstarted {
+                        release(&permits, &held, job);
+                    }
                 }
-                if let Err(err) = queue.give_back(&unstarted).await {
-                    tracing::warn!(error = %err, "Could not give back unstarted jobs; they will be taken over");
-                }
-                for job in &unstarted {
-                    release(&permits, &held, job);
-                }
+                // Entries still held (jobs cut off by the shutdown timeout) keep the consumer.
+                let _ = queue.remove_consumer_if_idle(modality, &name).await;
             }));
         }
         match self.closing.as_mut() {

@@ -24,6 +24,11 @@ use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use super::{JobQueue, QueueSettings, QueuedJob, GROUP};
 use crate::{domain::Modality, telemetry};
 
+/// How often a consumer removes the group's stale consumers.
+const UPKEEP_EVERY: Duration = Duration::from_secs(60);
+/// How long a consumer with nothing pending must have been idle to count as stale.
+const STALE_AFTER: Duration = Duration::from_secs(3600);
+
 /// The entries a consumer holds (read and not yet acknowledged or given up).
 pub(crate) type Held = Arc<Mutex<HashSet<String>>>;
 
@@ -49,6 +54,7 @@ impl Consumer {
         let reclaim_every = (self.settings.min_idle / 2).min(Duration::from_secs(5));
         let mut reclaim_at = tokio::time::Instant::now();
         let mut cursor = "0-0".to_owned();
+        let mut upkeep_at = tokio::time::Instant::now();
         let mut backoff = Duration::from_millis(100);
         loop {
             let first = tokio::select! {
@@ -87,6 +93,10 @@ impl Consumer {
             match round {
                 Ok((entries, redelivered)) => {
                     backoff = Duration::from_millis(100);
+                    if tokio::time::Instant::now() >= upkeep_at {
+                        upkeep_at = tokio::time::Instant::now() + UPKEEP_EVERY;
+                        self.remove_stale_consumers().await;
+                    }
                     if !self.dispatch(entries, redelivered, permits).await {
                         break;
                     }
@@ -216,6 +226,20 @@ impl Consumer {
         cmd.query_async::<redis::Value>(self.connection(conn).await?)
             .await
             .map(drop)
+    }
+
+    async fn remove_stale_consumers(&self) {
+        match self
+            .queue
+            .remove_stale_consumers(self.modality, &self.name, STALE_AFTER)
+            .await
+        {
+            Ok(0) => {}
+            Ok(count) => {
+                tracing::info!(modality = %self.modality, count, "Removed stale queue consumers")
+            }
+            Err(err) => tracing::debug!(error = %err, "Could not remove stale queue consumers"),
+        }
     }
 
     async fn create_group(&self, conn: &mut Option<MultiplexedConnection>) -> RedisResult<()> {

@@ -37,6 +37,23 @@ async fn members(queue: &JobQueue) -> i64 {
 }
 
 /// Whether the stream holds no entry; false while Redis does not answer.
+async fn consumers(queue: &JobQueue) -> usize {
+    let key = queue.stream_key(TEXT);
+    let info: redis::streams::StreamInfoConsumersReply = queue
+        .redis()
+        .with(|mut conn| async move {
+            redis::cmd("XINFO")
+                .arg("CONSUMERS")
+                .arg(&key)
+                .arg(moderation_shared::queue::GROUP)
+                .query_async(&mut conn)
+                .await
+        })
+        .await
+        .unwrap();
+    info.consumers.len()
+}
+
 async fn is_empty(queue: &JobQueue) -> bool {
     let Ok(depth) = queue.depth(TEXT, Duration::from_secs(15)).await else {
         return false;
@@ -174,6 +191,15 @@ async fn a_job_held_by_a_worker_killed_with_sigkill_is_taken_over_within_30_s() 
     first.kill();
     let killed = Instant::now();
     lock.rollback().await.unwrap();
+    eventually(
+        Duration::from_secs(10),
+        "the entry counted as retrying",
+        || async {
+            let depth = queue.depth(TEXT, Duration::from_millis(500)).await.unwrap();
+            (depth.retrying == 1 && depth.pending == 1).then_some(())
+        },
+    )
+    .await;
     let second = spawn_worker(&app, |s| {
         s.modalities = vec![TEXT];
         s.queue.min_idle = Duration::from_secs(5);
@@ -310,4 +336,9 @@ async fn a_worker_exits_cleanly_within_25_s_of_sigterm() {
     .await;
 
     assert!(status.success(), "{status:?}");
+    assert_eq!(
+        consumers(&queue).await,
+        0,
+        "a stopped worker leaves the group"
+    );
 }
