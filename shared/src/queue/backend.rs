@@ -42,6 +42,7 @@ pub struct StreamBackend {
     consumer: Option<Consumer>,
     running: Option<tokio::task::JoinHandle<()>>,
     closing: Option<BoxFuture<'static, ()>>,
+    closed: bool,
 }
 
 impl std::fmt::Debug for StreamBackend {
@@ -91,6 +92,7 @@ impl StreamBackend {
             consumer: Some(consumer),
             running: None,
             closing: None,
+            closed: false,
         }
     }
 
@@ -131,8 +133,8 @@ impl Backend for StreamBackend {
         if self.closing.is_none() {
             let _ = self.stop.send(true);
             let running = self.running.take();
-            let (_, closed) = mpsc::channel(1);
-            let mut rx = std::mem::replace(&mut self.rx, closed);
+            let (_, placeholder) = mpsc::channel(1);
+            let mut rx = std::mem::replace(&mut self.rx, placeholder);
             let queue = self.queue.clone();
             let permits = self.permits.clone();
             let held = self.held.clone();
@@ -158,10 +160,14 @@ impl Backend for StreamBackend {
                 let _ = queue.remove_consumer_if_idle(modality, &name).await;
             }));
         }
-        match self.closing.as_mut() {
-            Some(closing) => closing.as_mut().poll(cx).map(Ok),
-            None => Poll::Ready(Ok(())),
+        if let Some(closing) = self.closing.as_mut() {
+            if closing.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
         }
+        self.closing = None;
+        self.closed = true;
+        Poll::Ready(Ok(()))
     }
 }
 
