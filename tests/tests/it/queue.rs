@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use moderation_shared::{
     domain::{JobId, Modality},
-    queue::{JobQueue, QueueDepth},
+    queue::{relay::Relay, JobQueue, QueueDepth, QueueSettings},
 };
 use moderation_tests::{
     eventually, spawn_app,
@@ -341,4 +341,46 @@ async fn a_worker_exits_cleanly_within_25_s_of_sigterm() {
         0,
         "a stopped worker leaves the group"
     );
+}
+
+fn relay(app: &TestApp, grace: Duration) -> Relay {
+    let settings = QueueSettings {
+        relay_grace: grace,
+        ..QueueSettings::default()
+    };
+    Relay::new(app.db.pool.clone(), queue(&app.redis), vec![TEXT], settings)
+}
+
+#[tokio::test]
+async fn the_relay_leaves_jobs_younger_than_the_grace_time_to_the_api() {
+    let app = spawn_app().await;
+    insert_jobs(&app, TEXT, 3, false).await;
+
+    let relayed = relay(&app, Duration::from_secs(60))
+        .try_relay(TEXT)
+        .await
+        .unwrap();
+
+    assert_eq!(relayed, 0);
+    assert_eq!(members(&queue(&app.redis)).await, 0);
+}
+
+#[tokio::test]
+async fn the_relay_enqueues_a_missing_job_once_and_one_relay_runs_a_round() {
+    let app = spawn_app().await;
+    let queue = queue(&app.redis);
+    let never = insert_jobs(&app, TEXT, 2, false).await;
+    let lost = insert_jobs(&app, TEXT, 3, true).await;
+    let present = insert_jobs(&app, TEXT, 4, true).await;
+    queue.enqueue_many(TEXT, &present).await.unwrap();
+    let (first, second) = (relay(&app, Duration::ZERO), relay(&app, Duration::ZERO));
+
+    let relayed = first.try_relay(TEXT).await.unwrap();
+    let concurrent = second.try_relay(TEXT).await.unwrap();
+
+    assert_eq!(relayed, never.len() + lost.len());
+    assert_eq!(concurrent, 0, "the other relay waits for the next round");
+    assert_eq!(members(&queue).await, 9);
+    let depth = queue.depth(TEXT, Duration::from_secs(15)).await.unwrap();
+    assert_eq!(depth.waiting, 9);
 }
