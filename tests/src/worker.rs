@@ -102,11 +102,6 @@ impl WorkerProcess {
         Self { child }
     }
 
-    /// Its process id.
-    pub fn id(&self) -> u32 {
-        self.child.id()
-    }
-
     /// Sends it SIGTERM.
     pub fn terminate(&self) {
         let status = Command::new("kill")
