@@ -109,6 +109,12 @@ async fn finished_jobs_do_not_accumulate_in_redis() {
         ("processing", "classifying", 1)
     );
     assert_eq!(worker.stats.handler_errors(), 0);
+    worker.stop().await;
+    assert_eq!(
+        consumers(&queue).await,
+        0,
+        "a stopped worker leaves the group"
+    );
 }
 
 #[tokio::test]
