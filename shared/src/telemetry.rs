@@ -21,6 +21,16 @@ pub const HTTP_REQUEST_DURATION_SECONDS: &str = "http_request_duration_seconds";
 pub const PROCESS_UP: &str = "process_up";
 /// Health probes of dependencies, by `dependency` (`postgres`, `redis`) and `outcome`.
 pub const DEPENDENCY_CHECKS_TOTAL: &str = "dependency_checks_total";
+/// Queue deliveries finished by a worker, by `modality` and `outcome` (`ok`, `error`).
+pub const QUEUE_DELIVERIES_TOTAL: &str = "queue_deliveries_total";
+/// Queue entries taken over from a lost worker, by `modality`.
+pub const QUEUE_TAKEOVERS_TOTAL: &str = "queue_takeovers_total";
+/// Failed queue reads (Redis errors a consumer retried), by `modality`.
+pub const QUEUE_READ_ERRORS_TOTAL: &str = "queue_read_errors_total";
+/// Jobs the relay put on the queue again, by `modality`.
+pub const QUEUE_RELAYED_TOTAL: &str = "queue_relayed_total";
+/// Queue depth by `modality` and `state` (`waiting`, `pending`, `retrying`, `dead`).
+pub const QUEUE_DEPTH: &str = "queue_depth";
 
 /// Webhook attempts by `outcome` (`delivered`, `retry`, `abandoned`, `undeliverable`).
 pub const WEBHOOK_ATTEMPTS_TOTAL: &str = "webhook_attempts_total";
@@ -85,6 +95,27 @@ fn describe() {
         Unit::Count,
         "Health probes of Postgres and Redis, by dependency and outcome."
     );
+    describe_counter!(
+        QUEUE_DELIVERIES_TOTAL,
+        Unit::Count,
+        "Queue deliveries finished by a worker, by modality and outcome."
+    );
+    describe_counter!(
+        QUEUE_TAKEOVERS_TOTAL,
+        Unit::Count,
+        "Queue entries taken over from a lost worker, by modality."
+    );
+    describe_counter!(
+        QUEUE_READ_ERRORS_TOTAL,
+        Unit::Count,
+        "Failed queue reads that the consumer retried, by modality."
+    );
+    describe_counter!(
+        QUEUE_RELAYED_TOTAL,
+        Unit::Count,
+        "Jobs the relay put on the queue again, by modality."
+    );
+    describe_gauge!(QUEUE_DEPTH, "Queue entries by modality and state.");
 }
 
 /// Serves `GET /metrics` in Prometheus text on `listener` until the future is dropped.

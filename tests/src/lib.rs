@@ -10,6 +10,7 @@
 pub mod dispatch;
 pub mod forms;
 pub mod receiver;
+pub mod worker;
 
 use std::{sync::Once, time::Duration};
 

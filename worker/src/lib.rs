@@ -1,47 +1,68 @@
 //! The worker fleet: takes jobs of the chosen modalities off the queue, fetches media and
 //! classifies. It never answers API requests and never sends webhooks.
+//!
+//! Each modality gets one apalis worker on a [`StreamBackend`], with the modality's
+//! concurrency, all under one apalis `Monitor` that stops them gracefully. The relay runs
+//! beside them for the same modalities.
 
-use std::{future::Future, net::SocketAddr, time::Duration};
+use std::{
+    future::Future,
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
 
+use apalis::layers::WorkerBuilderExt;
+use apalis_core::{monitor::Monitor, worker::builder::WorkerBuilder, worker::event::Event};
 use moderation_shared::{
-    config::{env_or, ConfigError, DatabaseSettings, RedisSettings},
     db::Pool,
-    domain::Modality,
+    queue::{relay::Relay, JobQueue, StreamBackend},
     redis_conn::RedisConn,
     runtime::{self, MetricsListener, StartupError},
     telemetry,
 };
 
-/// The worker's settings.
-#[derive(Debug, Clone)]
-pub struct WorkerSettings {
-    /// Postgres.
-    pub database: DatabaseSettings,
-    /// Redis.
-    pub redis: RedisSettings,
-    /// The modalities this process works on (`--modality`).
-    pub modalities: Vec<Modality>,
-    /// `METRICS_PORT`: where `/metrics` is served (default 9091; 0 picks a free port).
-    pub metrics_addr: SocketAddr,
+pub mod jobs;
+mod settings;
+
+pub use settings::{Concurrency, WorkerSettings, DEFAULT_CONCURRENCY};
+
+use jobs::JobContext;
+
+/// Counters of one worker process, for tests and diagnostics.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerStats {
+    handled: Arc<AtomicU64>,
+    handler_errors: Arc<AtomicU64>,
+    worker_errors: Arc<AtomicU64>,
 }
 
-impl WorkerSettings {
-    /// Reads the environment; `modalities` come from the command line.
-    pub fn from_env(modalities: Vec<Modality>) -> Result<Self, ConfigError> {
-        Ok(Self {
-            database: DatabaseSettings::from_env()?,
-            redis: RedisSettings::from_env()?,
-            modalities,
-            metrics_addr: SocketAddr::from(([0, 0, 0, 0], env_or("METRICS_PORT", 9091u16)?)),
-        })
+impl WorkerStats {
+    /// Deliveries handled successfully.
+    pub fn handled(&self) -> u64 {
+        self.handled.load(Ordering::Relaxed)
+    }
+
+    /// Deliveries whose handler failed (they are retried).
+    pub fn handler_errors(&self) -> u64 {
+        self.handler_errors.load(Ordering::Relaxed)
+    }
+
+    /// Times an apalis worker stopped with an error (and was restarted).
+    pub fn worker_errors(&self) -> u64 {
+        self.worker_errors.load(Ordering::Relaxed)
     }
 }
 
 /// A started worker process.
 pub struct Worker {
+    settings: WorkerSettings,
     metrics: MetricsListener,
     pool: Pool,
     redis: RedisConn,
+    stats: WorkerStats,
 }
 
 impl Worker {
@@ -52,9 +73,11 @@ impl Worker {
         let names: Vec<&str> = settings.modalities.iter().map(|m| m.as_str()).collect();
         tracing::info!(modalities = ?names, metrics_port = metrics.port(), "Worker started");
         Ok(Self {
+            settings,
             metrics,
             pool,
             redis,
+            stats: WorkerStats::default(),
         })
     }
 
@@ -63,13 +86,78 @@ impl Worker {
         self.metrics.port()
     }
 
-    /// Runs until `shutdown` resolves.
-    pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()>) {
+    /// This process's counters.
+    pub fn stats(&self) -> WorkerStats {
+        self.stats.clone()
+    }
+
+    /// Works until `shutdown` resolves, then stops taking jobs and waits up to the shutdown
+    /// timeout for jobs in progress.
+    pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()> + Send + 'static) {
         metrics::gauge!(telemetry::PROCESS_UP, "process" => "worker").set(1.0);
+        let queue = JobQueue::new(self.redis.clone());
+        let relay = Relay::new(
+            self.pool.clone(),
+            queue.clone(),
+            self.settings.modalities.clone(),
+            self.settings.queue.clone(),
+        );
+        let monitor = self.monitor(queue);
+        let stopped = monitor.run_with_signal(async move {
+            shutdown.await;
+            tracing::info!("Worker stopping");
+            Ok(())
+        });
         tokio::select! {
+            result = stopped => match result {
+                Ok(()) => tracing::info!("Worker stopped"),
+                Err(err) => tracing::error!(error = %err, "Worker stopped with an error"),
+            },
             () = self.metrics.serve() => {}
+            () = relay.run_until_stopped() => {}
             () = runtime::watch_dependencies(self.pool, self.redis, Duration::from_secs(5)) => {}
-            () = shutdown => tracing::info!("Worker stopping"),
         }
+    }
+
+    fn monitor(&self, queue: JobQueue) -> Monitor {
+        let ctx = JobContext {
+            pool: self.pool.clone(),
+            queue: queue.clone(),
+        };
+        let mut monitor = Monitor::new();
+        for &modality in &self.settings.modalities {
+            let concurrency = self.settings.concurrency.of(modality);
+            let queue = queue.clone();
+            let ctx = ctx.clone();
+            let settings = self.settings.queue.clone();
+            monitor = monitor.register(move |_| {
+                let backend =
+                    StreamBackend::new(queue.clone(), modality, concurrency, settings.clone());
+                WorkerBuilder::new(format!("worker-{modality}"))
+                    .backend(backend)
+                    .data(ctx.clone())
+                    .concurrency(concurrency)
+                    .build(jobs::handle)
+            });
+        }
+        let stats = self.stats.clone();
+        let restarts = self.stats.clone();
+        monitor
+            .on_event(move |_, event| match event {
+                Event::Success(_) => {
+                    stats.handled.fetch_add(1, Ordering::Relaxed);
+                }
+                Event::Error(err) => {
+                    stats.handler_errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(error = %err, "Job delivery failed; it will be retried");
+                }
+                _ => {}
+            })
+            .should_restart(move |worker, err| {
+                restarts.worker_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(worker = worker.name(), error = %err, "Worker failed; restarting");
+                true
+            })
+            .shutdown_timeout(self.settings.shutdown_timeout)
     }
 }

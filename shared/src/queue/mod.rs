@@ -1,22 +1,147 @@
 //! The durable job queue on Redis Streams: one stream and consumer group per modality.
 //!
 //! Postgres is the truth: a job is persisted first, then enqueued. Each stream entry carries
-//! only the job id (and the attempt number). A set per modality records which job ids are on
-//! the stream, so the relay can tell which queued jobs are missing (after a Redis outage or a
-//! restart that lost data) and enqueue them again. Enqueuing twice is harmless: workers claim
+//! only the job id and an attempt number. A set per modality records which job ids are on
+//! the stream, so the [`relay`] can tell which queued jobs are missing (after a Redis outage or
+//! a restart that lost data) and enqueue them again. Enqueuing twice is harmless: workers claim
 //! a job in Postgres before working on it.
+//!
+//! The consumer side is an apalis backend ([`StreamBackend`]); see `docs/queue.md` for the
+//! design, the keys and the settings.
+
+use std::time::Duration;
+
+use redis::RedisError;
 
 use crate::{
+    config::{env_raw, ConfigError},
     domain::{JobId, Modality},
     redis_conn::RedisConn,
 };
 
+mod backend;
+mod consumer;
+pub mod relay;
+mod upkeep;
+
+pub use backend::{AckLayer, AckService, StreamBackend};
+
+/// The consumer group every worker of a modality joins.
+pub const GROUP: &str = "workers";
+/// How many times a job is tried before it fails with `INTERNAL`.
+pub const MAX_TRIES: i32 = 5;
+/// How many dead-lettered job ids each modality keeps for inspection (approximately).
+const DEAD_KEPT: usize = 10_000;
+/// Job ids per pipelined round trip when enqueuing in bulk.
+const ENQUEUE_CHUNK: usize = 1_000;
+
 /// A queue failure.
 #[derive(Debug, thiserror::Error)]
 #[error("the job queue is unavailable")]
-pub struct QueueError(#[from] redis::RedisError);
+pub struct QueueError(#[from] RedisError);
 
-/// The producer side of the queue.
+/// Timing of the consumers and the relay.
+#[derive(Debug, Clone)]
+pub struct QueueSettings {
+    /// `APP_QUEUE_MIN_IDLE_MS`: how long a delivered entry may go untouched before another
+    /// worker takes it over (default 15 s). Workers touch the entries they hold every third of
+    /// this, so only the entries of a dead worker ever reach it.
+    pub min_idle: Duration,
+    /// `APP_QUEUE_BLOCK_MS`: the longest one blocking read waits (default 100 ms). New entries
+    /// wake a blocked read at once; this only bounds how late shutdown and upkeep run.
+    pub block: Duration,
+    /// `APP_RELAY_INTERVAL_MS`: how often the relay looks for queued jobs missing from the
+    /// queue (default 5 s).
+    pub relay_interval: Duration,
+    /// `APP_RELAY_GRACE_MS`: how old a queued job must be before the relay may enqueue it
+    /// again (default 5 s), so it does not race the api's own enqueue.
+    pub relay_grace: Duration,
+}
+
+impl Default for QueueSettings {
+    fn default() -> Self {
+        Self {
+            min_idle: Duration::from_secs(15),
+            block: Duration::from_millis(100),
+            relay_interval: Duration::from_secs(5),
+            relay_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+impl QueueSettings {
+    /// Reads the `APP_QUEUE_*` and `APP_RELAY_*` variables.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let d = Self::default();
+        let var = |name: &'static str, default: Duration, min: u64| {
+            millis(name, env_raw(name)?.as_deref(), default, min)
+        };
+        Ok(Self {
+            min_idle: var("APP_QUEUE_MIN_IDLE_MS", d.min_idle, 100)?,
+            block: var("APP_QUEUE_BLOCK_MS", d.block, 10)?,
+            relay_interval: var("APP_RELAY_INTERVAL_MS", d.relay_interval, 10)?,
+            relay_grace: var("APP_RELAY_GRACE_MS", d.relay_grace, 0)?,
+        })
+    }
+}
+
+/// Parses a number of milliseconds of at least `min` for variable `name`, or `default` when
+/// unset.
+fn millis(
+    name: &'static str,
+    raw: Option<&str>,
+    default: Duration,
+    min: u64,
+) -> Result<Duration, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(default);
+    };
+    let value: u64 = raw
+        .trim()
+        .parse()
+        .map_err(|_| ConfigError::new(name, format!("expected milliseconds, got {raw:?}")))?;
+    if value < min {
+        return Err(ConfigError::new(name, format!("must be at least {min}")));
+    }
+    Ok(Duration::from_millis(value))
+}
+
+/// One delivery of a job: what a worker's handler receives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueuedJob {
+    /// The queue it came from.
+    pub modality: Modality,
+    /// The job.
+    pub job_id: JobId,
+    /// 0 for a first delivery; more when an earlier delivery was lost (its worker died).
+    pub attempt: u32,
+    /// The stream entry, acknowledged when the handler succeeds.
+    pub entry_id: String,
+}
+
+impl QueuedJob {
+    /// Whether an earlier delivery of this entry was lost, so the job may be left
+    /// `processing` by a dead worker.
+    pub fn is_redelivery(&self) -> bool {
+        self.attempt > 0
+    }
+}
+
+/// How much work a modality's queue holds. Every number is 0 for a queue never used.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueDepth {
+    /// Entries not yet delivered to any worker.
+    pub waiting: u64,
+    /// Entries delivered and not yet acknowledged (in flight).
+    pub pending: u64,
+    /// Pending entries idle past the takeover time: their worker is presumed dead and another
+    /// will retry them (counted up to 10,000).
+    pub retrying: u64,
+    /// Jobs failed after their last try (the most recent 10,000 or so are kept).
+    pub dead: u64,
+}
+
+/// The producer side of the queue, and the bookkeeping the consumer side shares.
 #[derive(Debug, Clone)]
 pub struct JobQueue {
     redis: RedisConn,
@@ -26,6 +151,11 @@ impl JobQueue {
     /// A queue in `redis`'s namespace.
     pub fn new(redis: RedisConn) -> Self {
         Self { redis }
+    }
+
+    /// The Redis handle.
+    pub fn redis(&self) -> &RedisConn {
+        &self.redis
     }
 
     /// The stream of `modality`.
@@ -38,29 +168,183 @@ impl JobQueue {
         self.redis.key(&format!("queue:{modality}:members"))
     }
 
+    /// The capped stream of job ids that failed after their last try.
+    pub fn dead_key(&self, modality: Modality) -> String {
+        self.redis.key(&format!("queue:{modality}:dead"))
+    }
+
     /// Puts `job` on `modality`'s stream.
     pub async fn enqueue(&self, modality: Modality, job: JobId) -> Result<(), QueueError> {
+        self.enqueue_many(modality, &[job]).await
+    }
+
+    /// Puts every job of `jobs` on `modality`'s stream, a thousand per round trip, each
+    /// thousand atomically.
+    pub async fn enqueue_many(&self, modality: Modality, jobs: &[JobId]) -> Result<(), QueueError> {
         let stream = self.stream_key(modality);
         let members = self.members_key(modality);
-        let id = job.to_string();
+        for chunk in jobs.chunks(ENQUEUE_CHUNK) {
+            let ids: Vec<String> = chunk.iter().map(JobId::to_string).collect();
+            let mut pipe = redis::pipe();
+            pipe.atomic().sadd(&members, &ids).ignore();
+            for id in &ids {
+                add_entry(&mut pipe, &stream, id, 0);
+            }
+            self.redis
+                .with(|mut conn| async move { pipe.query_async::<()>(&mut conn).await })
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Acknowledges a finished delivery: the entry leaves the group's pending list and the
+    /// stream, and the job leaves the members set, in one step.
+    pub async fn ack(&self, job: &QueuedJob) -> Result<(), QueueError> {
+        let stream = self.stream_key(job.modality);
+        let members = self.members_key(job.modality);
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .xack(&stream, GROUP, &[&job.entry_id])
+            .ignore()
+            .xdel(&stream, &[&job.entry_id])
+            .ignore()
+            .srem(&members, job.job_id.to_string())
+            .ignore();
         self.redis
+            .with(|mut conn| async move { pipe.query_async::<()>(&mut conn).await })
+            .await?;
+        Ok(())
+    }
+
+    /// Hands deliveries that were taken but never started back to the queue: each goes to the
+    /// end of the stream as a new entry with the same attempt, and the old entry is removed.
+    pub async fn give_back(&self, jobs: &[QueuedJob]) -> Result<(), QueueError> {
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        for job in jobs {
+            let stream = self.stream_key(job.modality);
+            add_entry(&mut pipe, &stream, &job.job_id.to_string(), job.attempt);
+            pipe.xack(&stream, GROUP, &[&job.entry_id])
+                .ignore()
+                .xdel(&stream, &[&job.entry_id])
+                .ignore();
+        }
+        self.redis
+            .with(|mut conn| async move { pipe.query_async::<()>(&mut conn).await })
+            .await?;
+        Ok(())
+    }
+
+    /// Records that `job` failed after its last try (for the `dead` count).
+    pub async fn record_dead(&self, modality: Modality, job: JobId) -> Result<(), QueueError> {
+        let dead = self.dead_key(modality);
+        let mut cmd = redis::cmd("XADD");
+        cmd.arg(&dead)
+            .arg("MAXLEN")
+            .arg("~")
+            .arg(DEAD_KEPT)
+            .arg("*")
+            .arg("job_id")
+            .arg(job.to_string());
+        self.redis
+            .with(|mut conn| async move { cmd.query_async::<()>(&mut conn).await })
+            .await?;
+        Ok(())
+    }
+
+    /// The depth of `modality`'s queue, in three round trips at most; `min_idle` is the
+    /// takeover time that makes a pending entry count as `retrying`.
+    pub async fn depth(
+        &self,
+        modality: Modality,
+        min_idle: Duration,
+    ) -> Result<QueueDepth, QueueError> {
+        let stream = self.stream_key(modality);
+        let dead = self.dead_key(modality);
+        let (len, dead_len): (u64, u64) = self
+            .redis
             .with(|mut conn| async move {
                 redis::pipe()
-                    .atomic()
-                    .sadd(&members, &id)
-                    .ignore()
-                    .cmd("XADD")
-                    .arg(&stream)
-                    .arg("*")
-                    .arg("job_id")
-                    .arg(&id)
-                    .arg("attempt")
-                    .arg(0)
-                    .ignore()
-                    .query_async::<()>(&mut conn)
+                    .xlen(&stream)
+                    .xlen(&dead)
+                    .query_async(&mut conn)
                     .await
             })
-            .await
-            .map_err(QueueError)
+            .await?;
+        let stream = self.stream_key(modality);
+        let idle = u64::try_from(min_idle.as_millis()).unwrap_or(u64::MAX);
+        let pending = self
+            .redis
+            .with(|mut conn| async move {
+                let summary: redis::Value = redis::cmd("XPENDING")
+                    .arg(&stream)
+                    .arg(GROUP)
+                    .query_async(&mut conn)
+                    .await?;
+                let stale: Vec<redis::Value> = redis::cmd("XPENDING")
+                    .arg(&stream)
+                    .arg(GROUP)
+                    .arg("IDLE")
+                    .arg(idle)
+                    .arg("-")
+                    .arg("+")
+                    .arg(10_000)
+                    .query_async(&mut conn)
+                    .await?;
+                Ok((pending_count(&summary), stale.len() as u64))
+            })
+            .await;
+        let (pending, retrying) = match pending {
+            Ok(counts) => counts,
+            // No group yet: nothing was ever delivered.
+            Err(err) if err.code() == Some("NOGROUP") => (0, 0),
+            Err(err) => return Err(err.into()),
+        };
+        Ok(QueueDepth {
+            waiting: len.saturating_sub(pending),
+            pending,
+            retrying,
+            dead: dead_len,
+        })
+    }
+}
+
+/// Adds `XADD stream * job_id <id> attempt <n>` to `pipe`.
+fn add_entry(pipe: &mut redis::Pipeline, stream: &str, job_id: &str, attempt: u32) {
+    pipe.cmd("XADD")
+        .arg(stream)
+        .arg("*")
+        .arg("job_id")
+        .arg(job_id)
+        .arg("attempt")
+        .arg(attempt)
+        .ignore();
+}
+
+/// The count in an `XPENDING key group` summary reply.
+fn pending_count(summary: &redis::Value) -> u64 {
+    match summary {
+        redis::Value::Array(items) => match items.first() {
+            Some(redis::Value::Int(n)) => u64::try_from(*n).unwrap_or(0),
+            _ => 0,
+        },
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn millis_accepts_the_minimum_and_rejects_one_below() {
+        let d = Duration::from_secs(1);
+        assert_eq!(
+            millis("X", Some("100"), d, 100).unwrap(),
+            Duration::from_millis(100)
+        );
+        assert!(millis("X", Some("99"), d, 100).is_err());
+        assert!(millis("X", Some("soon"), d, 100).is_err());
+        assert_eq!(millis("X", None, d, 100).unwrap(), d);
     }
 }

@@ -9,4 +9,5 @@
 mod api;
 mod dispatcher;
 mod modctl;
+mod queue;
 mod url_guard;

@@ -1,0 +1,269 @@
+//! The relay: finds queued jobs that are not on the queue and enqueues them again.
+//!
+//! A job is missing when the api's enqueue failed (`enqueued_at` is NULL) or when Redis lost it
+//! (its id is not in the modality's members set). Each round, per modality, one process (a
+//! short Redis lock) enqueues every never-enqueued job older than the grace time, then checks
+//! up to [`SCAN_LIMIT`] enqueued ones against the members set with `SMISMEMBER`, continuing
+//! where the previous round stopped, so a large backlog costs a bounded amount per round.
+//! Enqueuing a job twice is harmless, so two relays racing lose nothing.
+
+use std::{collections::HashMap, sync::Mutex};
+
+use time::OffsetDateTime;
+use tokio_postgres::types::ToSql;
+use uuid::Uuid;
+
+use super::{JobQueue, QueueError, QueueSettings};
+use crate::{
+    clock,
+    db::{DbError, GenericClient, Pool},
+    domain::{JobId, Modality},
+    telemetry,
+};
+
+/// Queued jobs checked against the members set per modality and round.
+pub const SCAN_LIMIT: i64 = 50_000;
+/// Ids per `SMISMEMBER`.
+const CHECK_CHUNK: usize = 1_000;
+
+/// A failed relay round.
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    /// Postgres failed.
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// Redis failed.
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+}
+
+impl From<tokio_postgres::Error> for RelayError {
+    fn from(err: tokio_postgres::Error) -> Self {
+        Self::Db(err.into())
+    }
+}
+
+impl From<redis::RedisError> for RelayError {
+    fn from(err: redis::RedisError) -> Self {
+        Self::Queue(err.into())
+    }
+}
+
+/// Where the previous round's scan of enqueued jobs stopped.
+type Cursor = (OffsetDateTime, OffsetDateTime, Uuid);
+
+/// The relay for some modalities.
+#[derive(Debug)]
+pub struct Relay {
+    pool: Pool,
+    queue: JobQueue,
+    modalities: Vec<Modality>,
+    settings: QueueSettings,
+    cursors: Mutex<HashMap<Modality, Cursor>>,
+}
+
+impl Relay {
+    /// A relay for `modalities`.
+    pub fn new(
+        pool: Pool,
+        queue: JobQueue,
+        modalities: Vec<Modality>,
+        settings: QueueSettings,
+    ) -> Self {
+        Self {
+            pool,
+            queue,
+            modalities,
+            settings,
+            cursors: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Runs a round every `relay_interval` until dropped; also publishes the queue depth.
+    pub async fn run_until_stopped(self) {
+        let mut tick = tokio::time::interval(self.settings.relay_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            for &modality in &self.modalities {
+                match self.try_relay(modality).await {
+                    Ok(0) => {}
+                    Ok(count) => {
+                        tracing::info!(%modality, count, "Relayed jobs missing from the queue")
+                    }
+                    Err(err) => tracing::warn!(%modality, error = %err, "Relay round failed"),
+                }
+                self.publish_depth(modality).await;
+            }
+        }
+    }
+
+    /// One round for `modality`: returns how many jobs it enqueued again (0 when another
+    /// process holds this round).
+    pub async fn try_relay(&self, modality: Modality) -> Result<usize, RelayError> {
+        if !self.lock(modality).await? {
+            return Ok(0);
+        }
+        let client = self.pool.get().await.map_err(DbError::from)?;
+        let cutoff = clock::now() - self.settings.relay_grace;
+        let never = self.never_enqueued(&client, modality, cutoff).await?;
+        let lost = self.lost(&client, modality, cutoff).await?;
+        let candidates: Vec<Uuid> = never.into_iter().chain(lost).map(|j| j.0).collect();
+        if candidates.is_empty() {
+            return Ok(0);
+        }
+        // Only jobs still queued now: one claimed (and acknowledged) since the scan is not
+        // missing. Marking them first means a failed enqueue is retried by a later round.
+        let stmt = client
+            .prepare_cached(
+                "UPDATE jobs SET enqueued_at = now()
+                 WHERE id = ANY($1) AND status = 'queued' RETURNING id",
+            )
+            .await?;
+        let missing: Vec<JobId> = client
+            .query(&stmt, &[&candidates])
+            .await?
+            .iter()
+            .map(|r| JobId(r.get(0)))
+            .collect();
+        self.queue.enqueue_many(modality, &missing).await?;
+        metrics::counter!(telemetry::QUEUE_RELAYED_TOTAL, "modality" => modality.as_str())
+            .increment(missing.len() as u64);
+        Ok(missing.len())
+    }
+
+    async fn never_enqueued(
+        &self,
+        client: &impl GenericClient,
+        modality: Modality,
+        cutoff: OffsetDateTime,
+    ) -> Result<Vec<JobId>, RelayError> {
+        let stmt = client
+            .prepare_cached(
+                "SELECT id FROM jobs
+                 WHERE status = 'queued' AND enqueued_at IS NULL AND created_at < $1 AND type = $2
+                 ORDER BY enqueued_at NULLS FIRST, created_at LIMIT $3",
+            )
+            .await?;
+        let rows = client
+            .query(&stmt, &[&cutoff, &modality.as_str(), &SCAN_LIMIT])
+            .await?;
+        Ok(rows.iter().map(|r| JobId(r.get(0))).collect())
+    }
+
+    /// Enqueued jobs (enqueued before `cutoff`) whose ids are not in the members set.
+    async fn lost(
+        &self,
+        client: &impl GenericClient,
+        modality: Modality,
+        cutoff: OffsetDateTime,
+    ) -> Result<Vec<JobId>, RelayError> {
+        let start = self
+            .cursors
+            .lock()
+            .ok()
+            .and_then(|c| c.get(&modality).copied())
+            .unwrap_or((
+                OffsetDateTime::UNIX_EPOCH,
+                OffsetDateTime::UNIX_EPOCH,
+                Uuid::nil(),
+            ));
+        let stmt = client
+            .prepare_cached(
+                "SELECT id, enqueued_at, created_at FROM jobs
+                 WHERE status = 'queued' AND enqueued_at IS NOT NULL AND enqueued_at < $1
+                   AND type = $2 AND (enqueued_at, created_at, id) > ($3, $4, $5)
+                 ORDER BY enqueued_at, created_at, id LIMIT $6",
+            )
+            .await?;
+        let params: [&(dyn ToSql + Sync); 6] = [
+            &cutoff,
+            &modality.as_str(),
+            &start.0,
+            &start.1,
+            &start.2,
+            &SCAN_LIMIT,
+        ];
+        let rows = client.query(&stmt, &params).await?;
+        let next = match rows.last() {
+            Some(last) if rows.len() as i64 == SCAN_LIMIT => {
+                Some((last.get(1), last.get(2), last.get(0)))
+            }
+            _ => None,
+        };
+        if let Ok(mut cursors) = self.cursors.lock() {
+            match next {
+                Some(cursor) => cursors.insert(modality, cursor),
+                None => cursors.remove(&modality),
+            };
+        }
+        let ids: Vec<Uuid> = rows.iter().map(|r| r.get(0)).collect();
+        let mut lost = Vec::new();
+        let members = self.queue.members_key(modality);
+        for chunk in ids.chunks(CHECK_CHUNK) {
+            let names: Vec<String> = chunk.iter().map(Uuid::to_string).collect();
+            let members = members.clone();
+            let present: Vec<bool> = self
+                .queue
+                .redis()
+                .with(|mut conn| async move {
+                    redis::cmd("SMISMEMBER")
+                        .arg(&members)
+                        .arg(&names)
+                        .query_async(&mut conn)
+                        .await
+                })
+                .await?;
+            lost.extend(
+                chunk
+                    .iter()
+                    .zip(present)
+                    .filter(|(_, present)| !present)
+                    .map(|(id, _)| JobId(*id)),
+            );
+        }
+        Ok(lost)
+    }
+
+    /// Takes this round for `modality`, unless another relay took it within the interval.
+    async fn lock(&self, modality: Modality) -> Result<bool, RelayError> {
+        let key = self
+            .queue
+            .redis()
+            .key(&format!("queue:{modality}:relay-lock"));
+        let ttl = u64::try_from(self.settings.relay_interval.as_millis())
+            .unwrap_or(u64::MAX)
+            .saturating_sub(1)
+            .max(1);
+        let taken: Option<String> = self
+            .queue
+            .redis()
+            .with(|mut conn| async move {
+                redis::cmd("SET")
+                    .arg(&key)
+                    .arg(std::process::id())
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(ttl)
+                    .query_async(&mut conn)
+                    .await
+            })
+            .await?;
+        Ok(taken.is_some())
+    }
+
+    async fn publish_depth(&self, modality: Modality) {
+        let Ok(depth) = self.queue.depth(modality, self.settings.min_idle).await else {
+            return;
+        };
+        for (state, value) in [
+            ("waiting", depth.waiting),
+            ("pending", depth.pending),
+            ("retrying", depth.retrying),
+            ("dead", depth.dead),
+        ] {
+            metrics::gauge!(telemetry::QUEUE_DEPTH, "modality" => modality.as_str(), "state" => state)
+                .set(value as f64);
+        }
+    }
+}

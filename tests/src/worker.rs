@@ -1,0 +1,221 @@
+//! Workers for tests: in-process on a [`TestApp`]'s database and Redis namespace, or the real
+//! `worker` binary as a child process (for tests that kill it).
+
+use std::{
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+
+use moderation_shared::{
+    config::RedisSettings,
+    domain::{JobId, Modality},
+    queue::JobQueue,
+    redis_conn::RedisConn,
+};
+use moderation_worker::{Worker, WorkerSettings, WorkerStats};
+use tokio::{sync::oneshot, task::JoinHandle};
+
+use crate::TestApp;
+
+/// A worker running inside the test process.
+pub struct TestWorker {
+    stop: Option<oneshot::Sender<()>>,
+    handle: JoinHandle<()>,
+    /// Its counters.
+    pub stats: WorkerStats,
+}
+
+impl TestWorker {
+    /// Whether it is still running (it never stops on its own).
+    pub fn is_running(&self) -> bool {
+        !self.handle.is_finished()
+    }
+
+    /// Asks it to stop and waits until it has.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = (&mut self.handle).await;
+    }
+}
+
+impl Drop for TestWorker {
+    fn drop(&mut self) {
+        self.handle.abort();
+    }
+}
+
+/// Worker settings for `app`: its database and Redis namespace, every modality, and short
+/// queue timings (the relay every 200 ms with no grace, takeover after 2 s).
+pub fn worker_settings(app: &TestApp) -> WorkerSettings {
+    let mut settings = WorkerSettings::for_local(app.db.settings.clone(), app.redis.clone());
+    settings.queue.relay_interval = Duration::from_millis(200);
+    settings.queue.relay_grace = Duration::ZERO;
+    settings.queue.min_idle = Duration::from_secs(2);
+    settings.shutdown_timeout = Duration::from_secs(5);
+    settings
+}
+
+/// Starts an in-process worker for `app` after `adjust` has changed its settings.
+pub async fn spawn_worker(app: &TestApp, adjust: impl FnOnce(&mut WorkerSettings)) -> TestWorker {
+    let mut settings = worker_settings(app);
+    adjust(&mut settings);
+    let worker = Worker::build(settings).await.expect("build worker");
+    let stats = worker.stats();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let handle = tokio::spawn(worker.run_until_stopped(async move {
+        let _ = stopped.await;
+    }));
+    TestWorker {
+        stop: Some(stop),
+        handle,
+        stats,
+    }
+}
+
+/// The real `worker` binary running as a child process; killed when dropped.
+pub struct WorkerProcess {
+    child: Child,
+}
+
+impl WorkerProcess {
+    /// Runs `worker --modality <modality>` on `app`'s database and `redis`, with `env` added.
+    pub fn spawn(
+        app: &TestApp,
+        redis: &RedisSettings,
+        modality: Modality,
+        env: &[(&str, &str)],
+    ) -> Self {
+        let child = Command::new(crate::binary("worker"))
+            .args(["--modality", modality.as_str()])
+            .env("DATABASE_URL", app.db.settings.url.expose())
+            .env("REDIS_URL", redis.url.expose())
+            .env("APP_REDIS_NAMESPACE", &redis.namespace)
+            .env("METRICS_PORT", "0")
+            .env("RUST_LOG", "warn")
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the worker binary");
+        Self { child }
+    }
+
+    /// Sends it SIGTERM.
+    pub fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -TERM failed");
+    }
+
+    /// Its exit status once it has exited.
+    pub fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().expect("wait for the worker")
+    }
+
+    /// Kills it with SIGKILL and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The queue of `redis` (URL and namespace).
+pub fn queue(redis: &RedisSettings) -> JobQueue {
+    JobQueue::new(RedisConn::new(redis).expect("redis settings"))
+}
+
+/// Inserts `count` queued jobs of `modality` for a new account in one statement; their
+/// `enqueued_at` is now when `enqueued`, else NULL (as after a failed enqueue).
+pub async fn insert_jobs(
+    app: &TestApp,
+    modality: Modality,
+    count: i64,
+    enqueued: bool,
+) -> Vec<JobId> {
+    let account = app.create_account().await;
+    let client = app.db.pool.get().await.expect("connect");
+    let rows = client
+        .query(
+            "INSERT INTO jobs (id, account_id, type, content, enqueued_at)
+             SELECT gen_random_uuid(), $1, $2, 'queued by a test',
+                    CASE WHEN $4 THEN now() END
+             FROM generate_series(1, $3::bigint)
+             RETURNING id",
+            &[&account.0, &modality.as_str(), &count, &enqueued],
+        )
+        .await
+        .expect("insert jobs");
+    rows.iter().map(|r| JobId(r.get(0))).collect()
+}
+
+/// How many of the test database's jobs have `status`.
+pub async fn count_status(app: &TestApp, status: &str) -> i64 {
+    let client = app.db.pool.get().await.expect("connect");
+    client
+        .query_one("SELECT count(*) FROM jobs WHERE status = $1", &[&status])
+        .await
+        .expect("count jobs")
+        .get(0)
+}
+
+/// A Redis server of a test's own on a free port, so restarting it disturbs no other test.
+/// It keeps nothing on disk: a restart loses every key.
+pub struct PrivateRedis {
+    port: u16,
+    child: Option<Child>,
+}
+
+impl PrivateRedis {
+    /// Starts one.
+    pub fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("bind")
+            .local_addr()
+            .expect("address")
+            .port();
+        let mut redis = Self { port, child: None };
+        redis.restart();
+        redis
+    }
+
+    /// Settings for it in `namespace`.
+    pub fn settings(&self, namespace: &str) -> RedisSettings {
+        RedisSettings::new(format!("redis://127.0.0.1:{}", self.port), namespace)
+    }
+
+    /// Stops it (SIGKILL); its data is gone.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Stops it if running and starts an empty one on the same port.
+    pub fn restart(&mut self) {
+        self.stop();
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server is installed (scripts/test installs it)");
+        self.child = Some(child);
+    }
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

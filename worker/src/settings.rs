@@ -1,0 +1,155 @@
+//! The worker's settings, read from the environment.
+
+use std::{collections::BTreeMap, net::SocketAddr, time::Duration};
+
+use moderation_shared::{
+    config::{env_or, env_raw, ConfigError, DatabaseSettings, RedisSettings},
+    domain::Modality,
+    queue::QueueSettings,
+};
+
+/// Concurrency per modality when `APP_WORKER_CONCURRENCY` does not name it.
+pub const DEFAULT_CONCURRENCY: usize = 8;
+
+/// The worker's settings.
+#[derive(Debug, Clone)]
+pub struct WorkerSettings {
+    /// Postgres.
+    pub database: DatabaseSettings,
+    /// Redis.
+    pub redis: RedisSettings,
+    /// The modalities this process works on (`--modality`).
+    pub modalities: Vec<Modality>,
+    /// `METRICS_PORT`: where `/metrics` is served (default 9091; 0 picks a free port).
+    pub metrics_addr: SocketAddr,
+    /// `APP_WORKER_CONCURRENCY`: jobs in progress at once, per modality.
+    pub concurrency: Concurrency,
+    /// Queue and relay timing (`APP_QUEUE_*`, `APP_RELAY_*`).
+    pub queue: QueueSettings,
+    /// How long a stopping worker waits for jobs in progress before it exits anyway (25 s);
+    /// entries it still holds then are taken over by other workers after the min-idle time.
+    pub shutdown_timeout: Duration,
+}
+
+impl WorkerSettings {
+    /// Reads the environment; `modalities` come from the command line.
+    pub fn from_env(modalities: Vec<Modality>) -> Result<Self, ConfigError> {
+        let concurrency = match env_raw("APP_WORKER_CONCURRENCY")? {
+            Some(raw) => Concurrency::parse(&raw)
+                .map_err(|reason| ConfigError::new("APP_WORKER_CONCURRENCY", reason))?,
+            None => Concurrency::default(),
+        };
+        Ok(Self {
+            database: DatabaseSettings::from_env()?,
+            redis: RedisSettings::from_env()?,
+            modalities,
+            metrics_addr: SocketAddr::from(([0, 0, 0, 0], env_or("METRICS_PORT", 9091u16)?)),
+            concurrency,
+            queue: QueueSettings::from_env()?,
+            shutdown_timeout: Duration::from_secs(25),
+        })
+    }
+
+    /// Settings for tests and local runs: every modality, defaults elsewhere, metrics on a
+    /// free loopback port.
+    pub fn for_local(database: DatabaseSettings, redis: RedisSettings) -> Self {
+        Self {
+            database,
+            redis,
+            modalities: Modality::ALL.to_vec(),
+            metrics_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            concurrency: Concurrency::default(),
+            queue: QueueSettings::default(),
+            shutdown_timeout: Duration::from_secs(25),
+        }
+    }
+}
+
+/// Jobs in progress at once per modality: `8` for every modality, or `text=8,image=2` per
+/// modality (unnamed ones get [`DEFAULT_CONCURRENCY`]), or both: `4,text=16`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Concurrency {
+    default: usize,
+    per_modality: BTreeMap<Modality, usize>,
+}
+
+impl Default for Concurrency {
+    fn default() -> Self {
+        Self::all(DEFAULT_CONCURRENCY)
+    }
+}
+
+impl Concurrency {
+    /// `n` for every modality.
+    pub fn all(n: usize) -> Self {
+        Self {
+            default: n,
+            per_modality: BTreeMap::new(),
+        }
+    }
+
+    /// The concurrency of `modality`.
+    pub fn of(&self, modality: Modality) -> usize {
+        self.per_modality
+            .get(&modality)
+            .copied()
+            .unwrap_or(self.default)
+    }
+
+    /// Parses the `APP_WORKER_CONCURRENCY` syntax.
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let mut parsed = Self::default();
+        for part in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (modality, number) = match part.split_once('=') {
+                Some((m, n)) => (
+                    Some(m.trim().parse::<Modality>().map_err(|e| e.to_string())?),
+                    n,
+                ),
+                None => (None, part),
+            };
+            let n: usize = number
+                .trim()
+                .parse()
+                .map_err(|_| format!("expected a number, got {number:?}"))?;
+            if !(1..=1000).contains(&n) {
+                return Err(format!("concurrency must be 1 to 1000, got {n}"));
+            }
+            match modality {
+                Some(m) => {
+                    parsed.per_modality.insert(m, n);
+                }
+                None => parsed.default = n,
+            }
+        }
+        Ok(parsed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn concurrency_parses_one_number_for_every_modality() {
+        let c = Concurrency::parse("12").unwrap();
+        assert!(Modality::ALL.iter().all(|&m| c.of(m) == 12));
+    }
+
+    #[test]
+    fn concurrency_parses_per_modality_values_and_defaults_the_rest() {
+        let c = Concurrency::parse("text=8, image=2").unwrap();
+        assert_eq!(c.of(Modality::Text), 8);
+        assert_eq!(c.of(Modality::Image), 2);
+        assert_eq!(c.of(Modality::Audio), DEFAULT_CONCURRENCY);
+    }
+
+    #[test]
+    fn concurrency_accepts_the_limits_and_rejects_beyond_them() {
+        assert_eq!(Concurrency::parse("1").unwrap().of(Modality::Text), 1);
+        assert_eq!(Concurrency::parse("1000").unwrap().of(Modality::Text), 1000);
+        assert!(Concurrency::parse("0").is_err());
+        assert!(Concurrency::parse("1001").is_err());
+        assert!(Concurrency::parse("chat=2").is_err());
+        assert!(Concurrency::parse("text=many").is_err());
+    }
+}
