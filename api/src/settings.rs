@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use moderation_shared::config::{env_or, env_raw, ConfigError, DatabaseSettings, RedisSettings};
 
+use crate::{client_ip::TrustedProxies, limits::LimitSettings};
+
 /// Everything the api needs to start.
 #[derive(Debug, Clone)]
 pub struct ApiSettings {
@@ -21,6 +23,11 @@ pub struct ApiSettings {
     /// (default 2000). A disabled or deleted key, or a terminated account, takes effect
     /// within this time on every replica; it must stay under 5 s.
     pub auth_cache_ttl: Duration,
+    /// `APP_TRUSTED_PROXIES`: comma-separated IPs and CIDR blocks of the proxies whose
+    /// `X-Forwarded-For` names the source address (default none: the peer is the source).
+    pub trusted_proxies: TrustedProxies,
+    /// Rate-limit windows and the failed-authentication lockout.
+    pub limits: LimitSettings,
 }
 
 impl ApiSettings {
@@ -44,6 +51,11 @@ impl ApiSettings {
             port: env_or("PORT", 8080u16)?,
             http_workers,
             auth_cache_ttl: Duration::from_millis(auth_cache_ms),
+            trusted_proxies: env_raw("APP_TRUSTED_PROXIES")?
+                .unwrap_or_default()
+                .parse()
+                .map_err(|e| ConfigError::new("APP_TRUSTED_PROXIES", format!("{e}")))?,
+            limits: LimitSettings::from_env()?,
         })
     }
 
@@ -56,6 +68,8 @@ impl ApiSettings {
             port: 0,
             http_workers: 2,
             auth_cache_ttl: Duration::from_millis(2000),
+            trusted_proxies: TrustedProxies::default(),
+            limits: LimitSettings::default(),
         }
     }
 }

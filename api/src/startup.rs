@@ -8,6 +8,7 @@ use moderation_shared::{db, redis_conn::RedisConn, telemetry};
 use crate::{
     auth::{self, Authenticator},
     error::{self, ApiError},
+    limits::{in_flight::InFlight, Limiter},
     middleware, routes,
     settings::ApiSettings,
     state::AppState,
@@ -39,6 +40,9 @@ impl Application {
         let state = web::Data::new(AppState {
             auth: Authenticator::new(pool.clone(), settings.auth_cache_ttl),
             pool,
+            limiter: Limiter::new(redis.clone(), settings.limits.clone()),
+            in_flight: InFlight::new(settings.limits.auth_concurrency),
+            trusted_proxies: settings.trusted_proxies.clone(),
             redis,
             metrics: telemetry::install_metrics(),
         });
@@ -86,7 +90,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     configure_extractors(cfg);
     cfg.service(resource("/health").route(web::get().to(routes::health::health)))
         .service(resource("/metrics").route(web::get().to(routes::health::metrics)))
-        .service(web::scope(auth::API_PREFIX).configure(routes::me::configure))
+        .service(
+            web::scope(auth::API_PREFIX)
+                .configure(routes::me::configure)
+                .configure(routes::export::configure)
+                .configure(routes::usage::configure),
+        )
         .default_service(web::to(not_found));
 }
 

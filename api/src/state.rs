@@ -3,7 +3,11 @@
 use metrics_exporter_prometheus::PrometheusHandle;
 use moderation_shared::{db::Pool, redis_conn::RedisConn};
 
-use crate::auth::Authenticator;
+use crate::{
+    auth::Authenticator,
+    client_ip::TrustedProxies,
+    limits::{in_flight::InFlight, Limiter},
+};
 
 /// Held in `web::Data` by every worker thread.
 pub struct AppState {
@@ -15,4 +19,10 @@ pub struct AppState {
     pub auth: Authenticator,
     /// Renders `/metrics`.
     pub metrics: PrometheusHandle,
+    /// Rate limits and the failed-authentication lockout (Redis).
+    pub limiter: Limiter,
+    /// Authenticating requests in flight per source address (this replica).
+    pub in_flight: InFlight,
+    /// Proxies whose `X-Forwarded-For` is believed.
+    pub trusted_proxies: TrustedProxies,
 }

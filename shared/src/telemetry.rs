@@ -21,6 +21,11 @@ pub const HTTP_REQUEST_DURATION_SECONDS: &str = "http_request_duration_seconds";
 pub const PROCESS_UP: &str = "process_up";
 /// Health probes of dependencies, by `dependency` (`postgres`, `redis`) and `outcome`.
 pub const DEPENDENCY_CHECKS_TOTAL: &str = "dependency_checks_total";
+/// Requests refused with 429 by the api's limits, by `reason` (`rate`, `lockout`,
+/// `concurrency`).
+pub const REQUESTS_LIMITED_TOTAL: &str = "requests_limited_total";
+/// Requests admitted without rate limiting because Redis did not answer (the limits fail open).
+pub const RATE_LIMIT_UNAVAILABLE_TOTAL: &str = "rate_limit_unavailable_total";
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -79,6 +84,16 @@ fn describe() {
         DEPENDENCY_CHECKS_TOTAL,
         Unit::Count,
         "Health probes of Postgres and Redis, by dependency and outcome."
+    );
+    describe_counter!(
+        REQUESTS_LIMITED_TOTAL,
+        Unit::Count,
+        "Requests refused with 429, by reason (rate, lockout, concurrency)."
+    );
+    describe_counter!(
+        RATE_LIMIT_UNAVAILABLE_TOTAL,
+        Unit::Count,
+        "Requests admitted unlimited because Redis did not answer."
     );
 }
 
