@@ -2,4 +2,5 @@
 
 mod auth;
 mod errors;
+mod export;
 mod health;
