@@ -4,3 +4,4 @@ mod auth;
 mod errors;
 mod export;
 mod health;
+mod usage;
