@@ -4,4 +4,5 @@ mod auth;
 mod errors;
 mod export;
 mod health;
+mod limits;
 mod usage;
