@@ -2,8 +2,9 @@
 //!
 //! [`ENDPOINTS`] is the one table saying what each endpoint needs. The [`authenticate`]
 //! middleware reads the bearer key, looks it up by its hash (through a cache of at most a few
-//! seconds), resolves the account, and checks the scope before any handler runs. Handlers get
-//! the result through the [`Principal`] extractor.
+//! seconds), resolves the account, and checks the scope before any handler runs; the lockout
+//! and rate limits around the lookup are in [`gate`]. Handlers get the result through the
+//! [`Principal`] extractor.
 
 use std::{sync::Arc, time::Duration};
 
@@ -21,7 +22,11 @@ use moderation_shared::{
     keys,
 };
 
-use crate::{error::ApiError, state::AppState};
+use crate::{
+    error::ApiError,
+    gate::{self, Admitted, Refused},
+    state::AppState,
+};
 
 /// What an endpoint requires of the caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +75,8 @@ pub const ENDPOINTS: &[Endpoint] = &[
     row(Method::POST, "/api/v1/me/webhook-secrets/reveal", Access::Scope(Scope::WebhookManage)),
     row(Method::POST, "/me/webhook-secrets/reveal", Access::Scope(Scope::WebhookManage)),
     row(Method::POST, "/api/v1/me/webhook-secrets/rotate", Access::Scope(Scope::WebhookManage)),
+    row(Method::GET, "/api/v1/jobs/export", Access::Scope(Scope::JobRead)),
+    row(Method::GET, "/api/v1/usage/volume", Access::Scope(Scope::UsageRead)),
 ];
 
 const fn row(method: Method, path: &'static str, access: Access) -> Endpoint {
@@ -139,54 +146,62 @@ impl Authenticator {
         }
     }
 
-    /// Resolves the `Authorization` header value to a principal.
-    pub async fn authenticate(&self, header: Option<&str>) -> Result<Principal, ApiError> {
-        let header = header.ok_or(ApiError::Unauthorized("missing bearer key"))?;
-        let (scheme, key) = header.split_once(' ').ok_or(ApiError::Unauthorized(
-            "the Authorization header must be 'Bearer <API_KEY>'",
-        ))?;
-        if !scheme.eq_ignore_ascii_case("bearer") {
-            return Err(ApiError::Unauthorized(
-                "the Authorization header must be 'Bearer <API_KEY>'",
-            ));
-        }
-        let key = key.trim();
-        if !keys::is_well_formed(key) {
-            return Err(ApiError::Unauthorized("invalid API key"));
-        }
-        let hash = keys::hash(key);
-        let found = match self.cache.get(&hash) {
-            Some(found) => found,
-            None => {
-                let client = self.pool.get().await.map_err(ApiError::unavailable)?;
-                let found = api_keys::find_principal(&client, &hash)
-                    .await?
-                    .ok_or(ApiError::Unauthorized("invalid API key"))?;
-                let found = Arc::new(found);
-                self.cache.insert(hash, found.clone());
-                found
-            }
-        };
-        // A terminated account is refused whatever the state of the key used.
-        if found.account_terminated {
-            return Err(ApiError::AccountTerminated);
-        }
-        if found.deleted || !found.enabled {
-            return Err(ApiError::Unauthorized("this API key is disabled"));
-        }
-        if found.expires_at.is_some_and(|at| at <= clock::now()) {
-            return Err(ApiError::Unauthorized("this API key has expired"));
-        }
-        Ok(Principal {
-            key_id: found.key_id,
-            account_id: found.account_id,
-            scopes: found.scopes.clone().into(),
-            rate_per_minute: found.rate_per_minute,
-            check_quota_daily: found.check_quota_daily,
-            nsfw_check: found.nsfw_check,
-            registry_member: found.registry_member,
-        })
+    /// The key of `hash` if this replica looked it up within the cache's lifetime.
+    pub fn cached(&self, hash: &[u8; 32]) -> Option<Arc<KeyPrincipal>> {
+        self.cache.get(hash)
     }
+
+    /// Looks the key of `hash` up in Postgres (and caches it when found).
+    pub async fn lookup(&self, hash: &[u8; 32]) -> Result<Option<Arc<KeyPrincipal>>, ApiError> {
+        let client = self.pool.get().await.map_err(ApiError::unavailable)?;
+        let Some(found) = api_keys::find_principal(&client, hash).await? else {
+            return Ok(None);
+        };
+        let found = Arc::new(found);
+        self.cache.insert(*hash, found.clone());
+        Ok(Some(found))
+    }
+}
+
+/// Reads the `Authorization` header value down to the hash of a well-formed key.
+pub fn key_hash(header: Option<&str>) -> Result<[u8; 32], ApiError> {
+    let header = header.ok_or(ApiError::Unauthorized("missing bearer key"))?;
+    let (scheme, key) = header.split_once(' ').ok_or(ApiError::Unauthorized(
+        "the Authorization header must be 'Bearer <API_KEY>'",
+    ))?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err(ApiError::Unauthorized(
+            "the Authorization header must be 'Bearer <API_KEY>'",
+        ));
+    }
+    let key = key.trim();
+    if !keys::is_well_formed(key) {
+        return Err(ApiError::Unauthorized("invalid API key"));
+    }
+    Ok(keys::hash(key))
+}
+
+/// The principal of a found key, or why the key may not be used.
+pub fn principal_of(found: &KeyPrincipal) -> Result<Principal, ApiError> {
+    // A terminated account is refused whatever the state of the key used.
+    if found.account_terminated {
+        return Err(ApiError::AccountTerminated);
+    }
+    if found.deleted || !found.enabled {
+        return Err(ApiError::Unauthorized("this API key is disabled"));
+    }
+    if found.expires_at.is_some_and(|at| at <= clock::now()) {
+        return Err(ApiError::Unauthorized("this API key has expired"));
+    }
+    Ok(Principal {
+        key_id: found.key_id,
+        account_id: found.account_id,
+        scopes: found.scopes.clone().into(),
+        rate_per_minute: found.rate_per_minute,
+        check_quota_daily: found.check_quota_daily,
+        nsfw_check: found.nsfw_check,
+        registry_member: found.registry_member,
+    })
 }
 
 /// Checks that `principal` may use an endpoint needing `access`.
@@ -207,24 +222,36 @@ pub fn authorize(principal: &Principal, access: Access) -> Result<(), ApiError> 
     Ok(())
 }
 
-/// Middleware: authenticates every request under [`API_PREFIX`] that is not public, and
-/// authorises it against [`ENDPOINTS`]. Refusals are answered here with the contract's body.
+/// Middleware: authenticates every request under [`API_PREFIX`] that is not public, applies
+/// the lockout and rate limits ([`gate`]), and authorises it against [`ENDPOINTS`]. Refusals
+/// are answered here with the contract's body; authenticated responses carry the rate-limit
+/// headers.
 pub async fn authenticate(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
     match check(&req).await {
         Ok(None) => Ok(next.call(req).await?.map_into_left_body()),
-        Ok(Some(principal)) => {
+        Ok(Some(Admitted { principal, window })) => {
             req.extensions_mut().insert(principal);
-            Ok(next.call(req).await?.map_into_left_body())
+            let mut res = next.call(req).await?;
+            if let Some(window) = window {
+                window.write_headers(res.headers_mut());
+            }
+            Ok(res.map_into_left_body())
         }
-        Err(err) => Ok(req.error_response(err).map_into_right_body()),
+        Err(Refused { error, window }) => {
+            let mut res = req.error_response(error);
+            if let Some(window) = window {
+                window.write_headers(res.headers_mut());
+            }
+            Ok(res.map_into_right_body())
+        }
     }
 }
 
 /// Decides a request: `None` for a public one, the principal for an admitted one.
-async fn check(req: &ServiceRequest) -> Result<Option<Principal>, ApiError> {
+async fn check(req: &ServiceRequest) -> Result<Option<Admitted>, Refused> {
     let pattern = req.match_pattern();
     let access = pattern.as_deref().and_then(|p| access_for(req.method(), p));
     let under_api = req.path() == API_PREFIX || req.path().starts_with("/api/v1/");
@@ -238,20 +265,24 @@ async fn check(req: &ServiceRequest) -> Result<Option<Principal>, ApiError> {
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    let principal = state.auth.authenticate(header).await?;
+    let admitted = gate::admit(state, gate::source_of(req, &state.trusted_proxies), header).await?;
+    let refuse = |error: ApiError| Refused {
+        error,
+        window: admitted.window,
+    };
     match (access, pattern) {
-        (Some(access), _) => authorize(&principal, access)?,
+        (Some(access), _) => authorize(&admitted.principal, access).map_err(refuse)?,
         // A registered route with no row in the table: refuse rather than guess.
         (None, Some(pattern)) if has_no_rule(&pattern) => {
             tracing::error!(route = %pattern, method = %req.method(), "Route has no access rule");
-            return Err(ApiError::Forbidden(
+            return Err(refuse(ApiError::Forbidden(
                 "this endpoint is not available to API keys".into(),
-            ));
+            )));
         }
         // Unknown routes and wrong methods fall through to 404 and 405.
         (None, _) => {}
     }
-    Ok(Some(principal))
+    Ok(Some(admitted))
 }
 
 /// Whether no method of this registered pattern is in the table (a route missing its rule,

@@ -4,7 +4,10 @@
 //! classifies content and never sends webhooks: those belong to the worker and the dispatcher.
 
 pub mod auth;
+pub mod client_ip;
 pub mod error;
+pub mod gate;
+pub mod limits;
 pub mod middleware;
 pub mod multipart;
 pub mod routes;

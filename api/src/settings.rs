@@ -8,6 +8,8 @@ use moderation_shared::{
     url_guard::UrlGuard,
 };
 
+use crate::{client_ip::TrustedProxies, limits::LimitSettings};
+
 /// Everything the api needs to start.
 #[derive(Debug, Clone)]
 pub struct ApiSettings {
@@ -30,6 +32,11 @@ pub struct ApiSettings {
     pub url_guard: UrlGuard,
     /// `APP_ENCRYPTION_KEY`: seals webhook signing secrets at rest (required).
     pub encryption_key: SealingKey,
+    /// `APP_TRUSTED_PROXIES`: comma-separated IPs and CIDR blocks of the proxies whose
+    /// `X-Forwarded-For` names the source address (default none: the peer is the source).
+    pub trusted_proxies: TrustedProxies,
+    /// Rate-limit windows and the failed-authentication lockout.
+    pub limits: LimitSettings,
 }
 
 impl ApiSettings {
@@ -55,6 +62,11 @@ impl ApiSettings {
             auth_cache_ttl: Duration::from_millis(auth_cache_ms),
             url_guard: UrlGuard::system(env_bool("APP_ALLOW_PRIVATE_URLS", false)?),
             encryption_key: SealingKey::from_env()?,
+            trusted_proxies: env_raw("APP_TRUSTED_PROXIES")?
+                .unwrap_or_default()
+                .parse()
+                .map_err(|e| ConfigError::new("APP_TRUSTED_PROXIES", format!("{e}")))?,
+            limits: LimitSettings::from_env()?,
         })
     }
 
@@ -73,6 +85,8 @@ impl ApiSettings {
             auth_cache_ttl: Duration::from_millis(2000),
             url_guard: UrlGuard::system(false),
             encryption_key,
+            trusted_proxies: TrustedProxies::default(),
+            limits: LimitSettings::default(),
         }
     }
 }

@@ -8,6 +8,7 @@ use moderation_shared::{db, queue::JobQueue, redis_conn::RedisConn, telemetry};
 use crate::{
     auth::{self, Authenticator},
     error::{self, ApiError},
+    limits::{in_flight::InFlight, Limiter},
     middleware, routes,
     settings::ApiSettings,
     state::AppState,
@@ -43,6 +44,9 @@ impl Application {
             auth: Authenticator::new(pool.clone(), settings.auth_cache_ttl),
             pool,
             queue: JobQueue::new(redis.clone()),
+            limiter: Limiter::new(redis.clone(), settings.limits.clone()),
+            in_flight: InFlight::new(settings.limits.auth_concurrency),
+            trusted_proxies: settings.trusted_proxies.clone(),
             redis,
             url_guard: settings.url_guard.clone(),
             encryption_key: settings.encryption_key.clone(),
@@ -97,7 +101,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .configure(routes::me::configure)
                 .configure(routes::submissions::configure)
                 .configure(routes::jobs::configure)
-                .configure(routes::webhooks::configure),
+                .configure(routes::webhooks::configure)
+                .configure(routes::export::configure)
+                .configure(routes::usage::configure),
         )
         .configure(routes::webhooks::configure_root)
         .default_service(web::to(not_found));

@@ -5,7 +5,11 @@ use moderation_shared::{
     crypto::SealingKey, db::Pool, queue::JobQueue, redis_conn::RedisConn, url_guard::UrlGuard,
 };
 
-use crate::auth::Authenticator;
+use crate::{
+    auth::Authenticator,
+    client_ip::TrustedProxies,
+    limits::{in_flight::InFlight, Limiter},
+};
 
 /// Held in `web::Data` by every worker thread.
 pub struct AppState {
@@ -23,4 +27,10 @@ pub struct AppState {
     pub encryption_key: SealingKey,
     /// Renders `/metrics`.
     pub metrics: PrometheusHandle,
+    /// Rate limits and the failed-authentication lockout (Redis).
+    pub limiter: Limiter,
+    /// Authenticating requests in flight per source address (this replica).
+    pub in_flight: InFlight,
+    /// Proxies whose `X-Forwarded-For` is believed.
+    pub trusted_proxies: TrustedProxies,
 }

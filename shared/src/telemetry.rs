@@ -36,6 +36,11 @@ pub const QUEUE_DEPTH: &str = "queue_depth";
 pub const WEBHOOK_ATTEMPTS_TOTAL: &str = "webhook_attempts_total";
 /// How late attempts start against their schedule.
 pub const WEBHOOK_LATENESS_SECONDS: &str = "webhook_lateness_seconds";
+/// Requests refused with 429 by the api's limits, by `reason` (`rate`, `lockout`,
+/// `concurrency`).
+pub const REQUESTS_LIMITED_TOTAL: &str = "requests_limited_total";
+/// Requests admitted without rate limiting because Redis did not answer (the limits fail open).
+pub const RATE_LIMIT_UNAVAILABLE_TOTAL: &str = "rate_limit_unavailable_total";
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -116,6 +121,26 @@ fn describe() {
         "Jobs the relay put on the queue again, by modality."
     );
     describe_gauge!(QUEUE_DEPTH, "Queue entries by modality and state.");
+    describe_counter!(
+        WEBHOOK_ATTEMPTS_TOTAL,
+        Unit::Count,
+        "Webhook attempts by outcome."
+    );
+    describe_histogram!(
+        WEBHOOK_LATENESS_SECONDS,
+        Unit::Seconds,
+        "How late webhook attempts start against their schedule."
+    );
+    describe_counter!(
+        REQUESTS_LIMITED_TOTAL,
+        Unit::Count,
+        "Requests refused with 429, by reason (rate, lockout, concurrency)."
+    );
+    describe_counter!(
+        RATE_LIMIT_UNAVAILABLE_TOTAL,
+        Unit::Count,
+        "Requests admitted unlimited because Redis did not answer."
+    );
 }
 
 /// Serves `GET /metrics` in Prometheus text on `listener` until the future is dropped.

@@ -8,6 +8,7 @@
 )]
 
 pub mod dispatch;
+pub mod fixtures;
 pub mod forms;
 pub mod receiver;
 pub mod worker;
@@ -215,6 +216,19 @@ impl TestApp {
             .filter(|s| s.issuable_to_keys() && !s.needs_registry_membership())
             .collect();
         self.create_key(account, Some(scopes.unwrap_or(&all))).await
+    }
+
+    /// Lifts the account's rate limit, for tests that send bursts and are not about limits.
+    /// Call it before the account's first request (keys are cached for a moment).
+    pub async fn lift_rate_limit(&self, account: AccountId) {
+        let client = self.db.pool.get().await.expect("connect");
+        let update = moderation_shared::db::accounts::PlanUpdate {
+            rate_per_minute: Some(1_000_000),
+            ..Default::default()
+        };
+        moderation_shared::db::accounts::update_plan(&client, account, &update)
+            .await
+            .expect("update plan");
     }
 
     /// `GET path` with `key` as bearer.

@@ -1,7 +1,9 @@
 //! HTTP handlers, one module per resource.
 
+pub mod export;
 pub mod health;
 pub mod jobs;
 pub mod me;
 pub mod submissions;
+pub mod usage;
 pub mod webhooks;

@@ -14,6 +14,7 @@ use crate::config::{ConfigError, DatabaseSettings};
 pub mod accounts;
 pub mod api_keys;
 pub mod deliveries;
+pub mod job_reports;
 pub mod jobs;
 pub mod webhooks;
 

@@ -102,6 +102,7 @@ async fn a_malformed_job_id_is_400() {
 async fn the_job_list_pages_oldest_first_with_a_cursor() {
     let app = spawn_app().await;
     let key = app.account_with_key(None).await;
+    app.lift_rate_limit(key.account).await;
     let mut ids = Vec::new();
     for i in 0..5 {
         ids.push(
@@ -178,6 +179,7 @@ async fn the_job_list_filters_by_status_and_defaults_to_outstanding_jobs() {
 async fn the_job_list_refuses_unknown_statuses_bad_limits_and_bad_cursors() {
     let app = spawn_app().await;
     let key = app.account_with_key(Some(&[Scope::JobRead])).await;
+    app.lift_rate_limit(key.account).await;
 
     for path in [
         "/api/v1/jobs?status=queued,bogus",

@@ -2,7 +2,10 @@
 
 mod auth;
 mod errors;
+mod export;
 mod health;
 mod jobs;
+mod limits;
 mod submissions;
+mod usage;
 mod webhooks;

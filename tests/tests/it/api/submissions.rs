@@ -214,6 +214,7 @@ async fn a_chat_is_stored_as_text_with_role_lines() {
 async fn a_chat_holds_1_to_500_messages_with_known_roles() {
     let app = spawn_app().await;
     let key = app.account_with_key(None).await;
+    app.lift_rate_limit(key.account).await;
     // 500 short messages exceed 16 KiB, so they go as a file part.
     let as_file = |body: String| Form::new().part("messages", file_part(body, "messages.json"));
 
@@ -299,6 +300,7 @@ async fn chat_messages_as_a_file_part_may_be_256_kib_and_as_a_field_16384_bytes(
 async fn media_submissions_take_a_public_url_and_refuse_others() {
     let app = spawn_app().await;
     let key = app.account_with_key(None).await;
+    app.lift_rate_limit(key.account).await;
 
     for (kind, modality) in [
         ("image", Modality::Image),

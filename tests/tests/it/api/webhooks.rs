@@ -96,6 +96,7 @@ async fn the_global_webhook_url_is_registered_replaced_read_and_cleared() {
 async fn registering_a_non_https_private_or_malformed_url_is_400() {
     let app = spawn_app().await;
     let key = app.account_with_key(Some(&[Scope::WebhookManage])).await;
+    app.lift_rate_limit(key.account).await;
 
     for body in [
         json!({"url": "http://93.184.215.14/a"}),
