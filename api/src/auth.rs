@@ -66,6 +66,31 @@ pub const ENDPOINTS: &[Endpoint] = &[
         path: "/api/v1/me",
         access: Access::AnyKey,
     },
+    Endpoint {
+        method: Method::POST,
+        path: "/api/v1/registry/check",
+        access: Access::Scope(Scope::RegistryCheck),
+    },
+    Endpoint {
+        method: Method::POST,
+        path: "/api/v1/registry/entries",
+        access: Access::Scope(Scope::RegistrySubmit),
+    },
+    Endpoint {
+        method: Method::GET,
+        path: "/api/v1/registry/entries",
+        access: Access::Scope(Scope::RegistrySubmit),
+    },
+    Endpoint {
+        method: Method::GET,
+        path: "/api/v1/registry/entries/{id}",
+        access: Access::Scope(Scope::RegistrySubmit),
+    },
+    Endpoint {
+        method: Method::POST,
+        path: "/api/v1/registry/entries/{id}/revoke",
+        access: Access::Scope(Scope::RegistrySubmit),
+    },
 ];
 
 /// Looks up what `method` on the registered `pattern` needs.

@@ -2,7 +2,10 @@
 
 use std::time::Duration;
 
-use moderation_shared::config::{env_or, env_raw, ConfigError, DatabaseSettings, RedisSettings};
+use moderation_shared::{
+    config::{env_or, env_raw, ConfigError, DatabaseSettings, RedisSettings},
+    registry::RegistryKey,
+};
 
 /// Everything the api needs to start.
 #[derive(Debug, Clone)]
@@ -21,6 +24,9 @@ pub struct ApiSettings {
     /// (default 2000). A disabled or deleted key, or a terminated account, takes effect
     /// within this time on every replica; it must stay under 5 s.
     pub auth_cache_ttl: Duration,
+    /// `APP_REGISTRY_KEY` (required): 32 bytes in base64, the HMAC key turning the hashes
+    /// members send into the identifiers the registry stores.
+    pub registry_key: RegistryKey,
 }
 
 impl ApiSettings {
@@ -44,10 +50,12 @@ impl ApiSettings {
             port: env_or("PORT", 8080u16)?,
             http_workers,
             auth_cache_ttl: Duration::from_millis(auth_cache_ms),
+            registry_key: RegistryKey::from_env()?,
         })
     }
 
-    /// Settings for tests and embedding: loopback, a free port, two workers.
+    /// Settings for tests and embedding: loopback, a free port, two workers, and a fresh
+    /// random registry key (set `registry_key` to use a known one).
     pub fn for_local(database: DatabaseSettings, redis: RedisSettings) -> Self {
         Self {
             database,
@@ -56,8 +64,17 @@ impl ApiSettings {
             port: 0,
             http_workers: 2,
             auth_cache_ttl: Duration::from_millis(2000),
+            registry_key: random_registry_key(),
         }
     }
+}
+
+/// 32 random bytes from two version-4 UUIDs (244 random bits): enough for a throwaway key.
+fn random_registry_key() -> RegistryKey {
+    let mut bytes = [0u8; 32];
+    bytes[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+    bytes[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+    RegistryKey::from_bytes(&bytes)
 }
 
 fn default_workers() -> usize {

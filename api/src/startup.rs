@@ -41,6 +41,7 @@ impl Application {
             pool,
             redis,
             metrics: telemetry::install_metrics(),
+            registry_key: settings.registry_key.clone(),
         });
         metrics::gauge!(telemetry::PROCESS_UP, "process" => "api").set(1.0);
         let port = listener.local_addr()?.port();
@@ -86,7 +87,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     configure_extractors(cfg);
     cfg.service(resource("/health").route(web::get().to(routes::health::health)))
         .service(resource("/metrics").route(web::get().to(routes::health::metrics)))
-        .service(web::scope(auth::API_PREFIX).configure(routes::me::configure))
+        .service(
+            web::scope(auth::API_PREFIX)
+                .configure(routes::me::configure)
+                .configure(routes::registry::configure),
+        )
         .default_service(web::to(not_found));
 }
 

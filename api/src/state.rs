@@ -1,7 +1,7 @@
 //! State shared by every request handler.
 
 use metrics_exporter_prometheus::PrometheusHandle;
-use moderation_shared::{db::Pool, redis_conn::RedisConn};
+use moderation_shared::{db::Pool, redis_conn::RedisConn, registry::RegistryKey};
 
 use crate::auth::Authenticator;
 
@@ -15,4 +15,6 @@ pub struct AppState {
     pub auth: Authenticator,
     /// Renders `/metrics`.
     pub metrics: PrometheusHandle,
+    /// The HMAC key of registry identifiers.
+    pub registry_key: RegistryKey,
 }

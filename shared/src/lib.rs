@@ -13,5 +13,6 @@ pub mod keys;
 pub mod provisioning;
 pub mod queue;
 pub mod redis_conn;
+pub mod registry;
 pub mod runtime;
 pub mod telemetry;

@@ -13,6 +13,7 @@ use crate::config::{ConfigError, DatabaseSettings};
 
 pub mod accounts;
 pub mod api_keys;
+pub mod registry_entries;
 
 mod embedded {
     refinery::embed_migrations!("../migrations");
