@@ -7,6 +7,8 @@
     reason = "test harness: a failed set-up step must stop the test loudly"
 )]
 
+pub mod registry;
+
 use std::{sync::Once, time::Duration};
 
 use moderation_api::{ApiSettings, Application};

@@ -8,3 +8,4 @@
 
 mod api;
 mod modctl;
+mod registry;
