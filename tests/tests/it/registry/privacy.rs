@@ -190,3 +190,24 @@ async fn no_check_response_or_log_line_names_a_member_an_entry_a_case_or_a_hash(
         }
     }
 }
+
+#[tokio::test]
+async fn the_api_refuses_to_start_without_a_valid_registry_key() {
+    let short = base64::engine::general_purpose::STANDARD.encode([1u8; 16]);
+
+    for key in [None, Some("not base64!"), Some(short.as_str())] {
+        let mut command = Command::new(moderation_tests::binary("api"));
+        command
+            .env_clear()
+            .env("DATABASE_URL", "postgres://127.0.0.1:1/none")
+            .env("PORT", "0");
+        if let Some(key) = key {
+            command.env("APP_REGISTRY_KEY", key);
+        }
+        let output = command.output().unwrap();
+
+        assert!(!output.status.success(), "{key:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("APP_REGISTRY_KEY"), "{key:?}: {stderr}");
+    }
+}
