@@ -171,6 +171,10 @@ async fn no_check_response_or_log_line_names_a_member_an_entry_a_case_or_a_hash(
         log.contains("Request answered"),
         "the api's log was not captured: {log}"
     );
+    assert!(
+        log.contains("Logging started"),
+        "debug lines were not captured: {log}"
+    );
     let mut forbidden: Vec<String> = vec![hash.clone(), other.clone(), hash.to_uppercase()];
     forbidden.extend(entry_ids);
     forbidden.extend(case_refs);
