@@ -4,6 +4,7 @@ mod check;
 mod disputes;
 mod entries;
 mod privacy;
+mod revoke;
 mod validation;
 
 use moderation_tests::{assert_error, TestApp};
