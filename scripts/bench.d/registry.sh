@@ -64,7 +64,7 @@ psql "$db" -qAt -c "SELECT count(*) FROM registry_entries" | {
   read -r loaded
   log "Loaded $loaded entries in $(( $(date +%s) - started )) s"
 }
-psql "$db" -q -c "VACUUM ANALYZE registry_entries; VACUUM ANALYZE accounts;"
+psql "$db" -q -c "VACUUM ANALYZE registry_entries" -c "VACUUM ANALYZE accounts"
 
 # Check bodies: 1 or 2 identifiers each, about two in three of them reported.
 REGISTRY_KEY=$registry_key python3 - "$((MEMBERS * PER_MEMBER * 3 / 4))" > "$work/check.lua" <<'PY'
@@ -122,6 +122,12 @@ DATABASE_URL=$db REDIS_URL=$REDIS_BASE_URL APP_REDIS_NAMESPACE=$namespace \
 api_pid=$!
 wait_http "http://127.0.0.1:$port/health"
 
+sample_hash=$(python3 -c 'import hashlib; print(hashlib.sha256(b"user1@example.com").hexdigest())')
+log "A sample check"
+curl -fsS -H "Authorization: Bearer $checker" -H 'content-type: application/json' \
+  -d "{\"identifiers\":[{\"type\":\"email\",\"sha256\":\"$sample_hash\"}],\"context\":\"signup\"}" \
+  "http://127.0.0.1:$port/api/v1/registry/check"
+echo
 log "Warming up"
 wrk -t1 -c2 -d3s -s "$work/check.lua" -H "Authorization: Bearer $checker" \
   "http://127.0.0.1:$port/api/v1/registry/check" >/dev/null

@@ -8,8 +8,7 @@ use moderation_shared::{
     registry::{normalise::NORMALISATION_VERSION, quota, signals},
     telemetry,
 };
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
 use super::IdentifierBody;
 use crate::{auth::Principal, error::ApiError, state::AppState};
@@ -42,6 +41,15 @@ impl Context {
 pub(super) struct CheckBody {
     identifiers: Vec<IdentifierBody>,
     context: Context,
+}
+
+/// The response body.
+#[derive(Debug, Serialize)]
+struct CheckResponse {
+    #[serde(rename = "match")]
+    matched: bool,
+    signals: Vec<signals::Signal>,
+    normalisation_version: u32,
 }
 
 /// Validates, counts the call against the daily quota, and answers the signals.
@@ -91,9 +99,9 @@ pub(super) async fn check(
     };
     metrics::counter!(telemetry::REGISTRY_CHECKS_TOTAL, "context" => body.context.as_str(), "outcome" => outcome)
         .increment(1);
-    Ok(HttpResponse::Ok().json(json!({
-        "match": !signals.is_empty(),
-        "signals": signals,
-        "normalisation_version": NORMALISATION_VERSION,
-    })))
+    Ok(HttpResponse::Ok().json(CheckResponse {
+        matched: !signals.is_empty(),
+        signals,
+        normalisation_version: NORMALISATION_VERSION,
+    }))
 }
