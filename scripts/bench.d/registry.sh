@@ -16,8 +16,14 @@ command -v wrk >/dev/null || apt_install wrk
 work=$(mktemp -d)
 api_pid=
 cleanup() {
-  [ -n "$api_pid" ] && kill "$api_pid" 2>/dev/null || true
+  if [ -n "$api_pid" ]; then
+    kill "$api_pid" 2>/dev/null || true
+    wait "$api_pid" 2>/dev/null || true
+  fi
   rm -rf "$work"
+  # A million rows are not worth keeping between runs.
+  psql "$PG_BASE_URL/postgres" -qc 'DROP DATABASE IF EXISTS "bench_registry" WITH (FORCE)' \
+    >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 
