@@ -19,20 +19,21 @@ pub struct Member {
     pub key: TestKey,
 }
 
-impl TestApp {
-    /// Changes an account's plan.
-    pub async fn update_plan(&self, account: AccountId, update: PlanUpdate) {
-        let client = self.db.pool.get().await.expect("connect");
-        accounts::update_plan(&client, account, &update)
-            .await
-            .expect("update plan")
-            .expect("account exists");
-    }
+/// Changes an account's plan.
+pub async fn update_plan(app: &TestApp, account: AccountId, update: PlanUpdate) {
+    let client = app.db.pool.get().await.expect("connect");
+    accounts::update_plan(&client, account, &update)
+        .await
+        .expect("update plan")
+        .expect("account exists");
+}
 
+impl TestApp {
     /// A new account vetted as a registry member, with a key holding both registry scopes.
     pub async fn registry_member(&self) -> Member {
         let account = self.create_account().await;
-        self.update_plan(
+        update_plan(
+            self,
             account,
             PlanUpdate {
                 registry_member: Some(true),
@@ -50,7 +51,12 @@ impl TestApp {
     }
 
     /// `POST path` with a JSON body as `key`.
-    pub async fn post_json(&self, path: &str, key: &TestKey, body: &Value) -> reqwest::Response {
+    pub async fn registry_post_json(
+        &self,
+        path: &str,
+        key: &TestKey,
+        body: &Value,
+    ) -> reqwest::Response {
         self.client
             .post(self.url(path))
             .bearer_auth(&key.key)
@@ -61,14 +67,14 @@ impl TestApp {
     }
 
     /// Reports `sha256` in `category` as `key`.
-    pub async fn report(
+    pub async fn registry_report(
         &self,
         key: &TestKey,
         sha256: &str,
         category: &str,
         case_ref: &str,
     ) -> reqwest::Response {
-        self.post_json(
+        self.registry_post_json(
             "/api/v1/registry/entries",
             key,
             &report_body(sha256, category, case_ref),
@@ -77,8 +83,8 @@ impl TestApp {
     }
 
     /// Reports and returns the entry, asserting success.
-    pub async fn reported(&self, key: &TestKey, sha256: &str, category: &str) -> Value {
-        let response = self.report(key, sha256, category, "CASE-1").await;
+    pub async fn registry_reported(&self, key: &TestKey, sha256: &str, category: &str) -> Value {
+        let response = self.registry_report(key, sha256, category, "CASE-1").await;
         assert!(
             response.status().is_success(),
             "report failed: {}",
@@ -88,14 +94,14 @@ impl TestApp {
     }
 
     /// Checks `hashes` as `key` with context `signup`.
-    pub async fn check(&self, key: &TestKey, hashes: &[&str]) -> reqwest::Response {
-        self.post_json("/api/v1/registry/check", key, &check_body(hashes))
+    pub async fn registry_check(&self, key: &TestKey, hashes: &[&str]) -> reqwest::Response {
+        self.registry_post_json("/api/v1/registry/check", key, &check_body(hashes))
             .await
     }
 
     /// Checks and returns the body, asserting 200.
-    pub async fn checked(&self, key: &TestKey, hashes: &[&str]) -> Value {
-        let response = self.check(key, hashes).await;
+    pub async fn registry_checked(&self, key: &TestKey, hashes: &[&str]) -> Value {
+        let response = self.registry_check(key, hashes).await;
         assert_eq!(response.status(), 200);
         response.json().await.expect("check JSON")
     }

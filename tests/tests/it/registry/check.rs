@@ -1,5 +1,9 @@
 use moderation_shared::db::{accounts, accounts::PlanUpdate};
-use moderation_tests::{assert_error, redis_url, registry::email_hash, spawn_app};
+use moderation_tests::{
+    assert_error, redis_url,
+    registry::{email_hash, update_plan},
+    spawn_app,
+};
 use serde_json::{json, Value};
 
 use super::expire;
@@ -19,7 +23,7 @@ async fn an_unknown_identifier_does_not_match() {
     let member = app.registry_member().await;
 
     let body = app
-        .checked(&member.key, &[&email_hash("nobody@example.com")])
+        .registry_checked(&member.key, &[&email_hash("nobody@example.com")])
         .await;
 
     assert_eq!(
@@ -33,9 +37,10 @@ async fn a_members_own_entries_never_signal_to_it() {
     let app = spawn_app().await;
     let member = app.registry_member().await;
     let hash = email_hash("jane@example.com");
-    app.reported(&member.key, &hash, "payment_fraud").await;
+    app.registry_reported(&member.key, &hash, "payment_fraud")
+        .await;
 
-    let body = app.checked(&member.key, &[&hash]).await;
+    let body = app.registry_checked(&member.key, &[&hash]).await;
 
     assert_eq!(body["match"], false);
 }
@@ -45,10 +50,11 @@ async fn one_other_reporter_gives_a_signal_that_needs_review() {
     let app = spawn_app().await;
     let (reporter, checker) = (app.registry_member().await, app.registry_member().await);
     let hash = email_hash("Jane.Saoirse+Work@GoogleMail.com");
-    app.reported(&reporter.key, &hash, "payment_fraud").await;
+    app.registry_reported(&reporter.key, &hash, "payment_fraud")
+        .await;
 
     let body = app
-        .checked(&checker.key, &[&email_hash("JANE.SAOIRSE@gmail.com")])
+        .registry_checked(&checker.key, &[&email_hash("JANE.SAOIRSE@gmail.com")])
         .await;
 
     assert_eq!(body["match"], true);
@@ -78,10 +84,10 @@ async fn two_active_reporters_permit_automated_refusal() {
         app.registry_member().await,
     );
     let hash = email_hash("jane@example.com");
-    app.reported(&a.key, &hash, "ban_evasion").await;
-    app.reported(&b.key, &hash, "ban_evasion").await;
+    app.registry_reported(&a.key, &hash, "ban_evasion").await;
+    app.registry_reported(&b.key, &hash, "ban_evasion").await;
 
-    let body = app.checked(&checker.key, &[&hash]).await;
+    let body = app.registry_checked(&checker.key, &[&hash]).await;
 
     let s = signal(&body, "ban_evasion");
     assert_eq!(s["reporter_count"], 2);
@@ -98,12 +104,12 @@ async fn a_disputed_entry_counts_but_forbids_automated_refusal() {
         app.registry_member().await,
     );
     let hash = email_hash("jane@example.com");
-    app.reported(&a.key, &hash, "ban_evasion").await;
-    app.reported(&b.key, &hash, "ban_evasion").await;
-    let disputed = app.reported(&c.key, &hash, "ban_evasion").await;
+    app.registry_reported(&a.key, &hash, "ban_evasion").await;
+    app.registry_reported(&b.key, &hash, "ban_evasion").await;
+    let disputed = app.registry_reported(&c.key, &hash, "ban_evasion").await;
     open_dispute(&app, &disputed).await;
 
-    let body = app.checked(&checker.key, &[&hash]).await;
+    let body = app.registry_checked(&checker.key, &[&hash]).await;
 
     let s = signal(&body, "ban_evasion");
     assert_eq!(s["reporter_count"], 3);
@@ -115,10 +121,10 @@ async fn one_active_and_one_disputed_reporter_still_match() {
     let app = spawn_app().await;
     let (a, checker) = (app.registry_member().await, app.registry_member().await);
     let hash = email_hash("jane@example.com");
-    let entry = app.reported(&a.key, &hash, "payment_fraud").await;
+    let entry = app.registry_reported(&a.key, &hash, "payment_fraud").await;
     open_dispute(&app, &entry).await;
 
-    let body = app.checked(&checker.key, &[&hash]).await;
+    let body = app.registry_checked(&checker.key, &[&hash]).await;
 
     assert_eq!(body["match"], true);
     assert_eq!(
@@ -137,8 +143,10 @@ async fn revoked_expired_and_terminated_members_entries_never_count() {
         app.registry_member().await,
     );
     let hash = email_hash("jane@example.com");
-    let revoked = app.reported(&revoker.key, &hash, "payment_fraud").await;
-    app.post_json(
+    let revoked = app
+        .registry_reported(&revoker.key, &hash, "payment_fraud")
+        .await;
+    app.registry_post_json(
         &format!(
             "/api/v1/registry/entries/{}/revoke",
             revoked["entry_id"].as_str().unwrap()
@@ -147,15 +155,18 @@ async fn revoked_expired_and_terminated_members_entries_never_count() {
         &json!({"reason": "appeal"}),
     )
     .await;
-    let expired = app.reported(&expirer.key, &hash, "payment_fraud").await;
+    let expired = app
+        .registry_reported(&expirer.key, &hash, "payment_fraud")
+        .await;
     expire(&app, expired["entry_id"].as_str().unwrap()).await;
-    app.reported(&terminated.key, &hash, "payment_fraud").await;
+    app.registry_reported(&terminated.key, &hash, "payment_fraud")
+        .await;
     let client = app.db.pool.get().await.unwrap();
     accounts::terminate(&client, terminated.account)
         .await
         .unwrap();
 
-    let body = app.checked(&checker.key, &[&hash]).await;
+    let body = app.registry_checked(&checker.key, &[&hash]).await;
 
     assert_eq!(
         body,
@@ -172,13 +183,14 @@ async fn reporters_are_counted_once_across_identifiers_and_signals_keep_a_fixed_
         app.registry_member().await,
     );
     let (email, other) = (email_hash("jane@example.com"), email_hash("j2@example.com"));
-    app.reported(&a.key, &email, "ban_evasion").await;
-    app.reported(&a.key, &other, "ban_evasion").await;
-    app.reported(&b.key, &other, "ban_evasion").await;
-    app.reported(&b.key, &other, "payment_fraud").await;
-    app.reported(&a.key, &email, "prohibited_content").await;
+    app.registry_reported(&a.key, &email, "ban_evasion").await;
+    app.registry_reported(&a.key, &other, "ban_evasion").await;
+    app.registry_reported(&b.key, &other, "ban_evasion").await;
+    app.registry_reported(&b.key, &other, "payment_fraud").await;
+    app.registry_reported(&a.key, &email, "prohibited_content")
+        .await;
 
-    let body = app.checked(&checker.key, &[&email, &other]).await;
+    let body = app.registry_checked(&checker.key, &[&email, &other]).await;
 
     let categories: Vec<&str> = body["signals"]
         .as_array()
@@ -198,7 +210,8 @@ async fn reporters_are_counted_once_across_identifiers_and_signals_keep_a_fixed_
 async fn checks_stop_at_the_daily_quota_until_midnight_utc() {
     let app = spawn_app().await;
     let (member, other) = (app.registry_member().await, app.registry_member().await);
-    app.update_plan(
+    update_plan(
+        &app,
         member.account,
         PlanUpdate {
             check_quota_daily: Some(2),
@@ -209,10 +222,10 @@ async fn checks_stop_at_the_daily_quota_until_midnight_utc() {
     let hash = email_hash("jane@example.com");
 
     let at_limit = [
-        app.check(&member.key, &[&hash]).await.status(),
-        app.check(&member.key, &[&hash]).await.status(),
+        app.registry_check(&member.key, &[&hash]).await.status(),
+        app.registry_check(&member.key, &[&hash]).await.status(),
     ];
-    let over = app.check(&member.key, &[&hash]).await;
+    let over = app.registry_check(&member.key, &[&hash]).await;
 
     assert_eq!(at_limit, [200, 200]);
     let retry_after: u64 = over.headers()["retry-after"]
@@ -222,7 +235,7 @@ async fn checks_stop_at_the_daily_quota_until_midnight_utc() {
         .unwrap();
     assert!((1..=86_400).contains(&retry_after), "{retry_after}");
     assert_error(over, 429, "QUOTA_EXCEEDED").await;
-    assert_eq!(app.check(&other.key, &[&hash]).await.status(), 200);
+    assert_eq!(app.registry_check(&other.key, &[&hash]).await.status(), 200);
     let redis = redis::Client::open(redis_url()).unwrap();
     let mut conn = redis.get_multiplexed_async_connection().await.unwrap();
     let keys: Vec<String> = redis::cmd("KEYS")

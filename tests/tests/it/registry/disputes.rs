@@ -41,7 +41,7 @@ async fn opening_and_rejecting_a_dispute_moves_an_entry_to_disputed_and_back() {
     let app = spawn_app().await;
     let member = app.registry_member().await;
     let entry = app
-        .reported(&member.key, &email_hash("a@example.com"), "payment_fraud")
+        .registry_reported(&member.key, &email_hash("a@example.com"), "payment_fraud")
         .await;
     let id = entry["entry_id"].as_str().unwrap();
 
@@ -66,13 +66,15 @@ async fn upholding_a_dispute_revokes_the_entry_for_good() {
     let app = spawn_app().await;
     let member = app.registry_member().await;
     let hash = email_hash("a@example.com");
-    let entry = app.reported(&member.key, &hash, "payment_fraud").await;
+    let entry = app
+        .registry_reported(&member.key, &hash, "payment_fraud")
+        .await;
     let id = entry["entry_id"].as_str().unwrap();
     decide(&app, "open", id);
 
     let upheld = decide(&app, "uphold", id);
     let again = app
-        .report(&member.key, &hash, "payment_fraud", "CASE-2")
+        .registry_report(&member.key, &hash, "payment_fraud", "CASE-2")
         .await;
 
     assert_eq!(upheld["status"], "revoked");
@@ -87,12 +89,14 @@ async fn re_reporting_a_disputed_entry_refreshes_it_but_keeps_the_dispute() {
     let app = spawn_app().await;
     let member = app.registry_member().await;
     let hash = email_hash("a@example.com");
-    let entry = app.reported(&member.key, &hash, "payment_fraud").await;
+    let entry = app
+        .registry_reported(&member.key, &hash, "payment_fraud")
+        .await;
     let id = entry["entry_id"].as_str().unwrap();
     decide(&app, "open", id);
 
     let response = app
-        .report(&member.key, &hash, "payment_fraud", "CASE-2")
+        .registry_report(&member.key, &hash, "payment_fraud", "CASE-2")
         .await;
 
     assert_eq!(response.status(), 200);
@@ -107,21 +111,21 @@ async fn invalid_dispute_transitions_fail_with_a_message() {
     let app = spawn_app().await;
     let member = app.registry_member().await;
     let active = app
-        .reported(&member.key, &email_hash("a@example.com"), "payment_fraud")
+        .registry_reported(&member.key, &email_hash("a@example.com"), "payment_fraud")
         .await;
     let active = active["entry_id"].as_str().unwrap();
     let revoked = app
-        .reported(&member.key, &email_hash("b@example.com"), "payment_fraud")
+        .registry_reported(&member.key, &email_hash("b@example.com"), "payment_fraud")
         .await;
     let revoked = revoked["entry_id"].as_str().unwrap();
-    app.post_json(
+    app.registry_post_json(
         &format!("/api/v1/registry/entries/{revoked}/revoke"),
         &member.key,
         &json!({"reason": "appeal"}),
     )
     .await;
     let expired = app
-        .reported(&member.key, &email_hash("c@example.com"), "payment_fraud")
+        .registry_reported(&member.key, &email_hash("c@example.com"), "payment_fraud")
         .await;
     let expired = expired["entry_id"].as_str().unwrap();
     super::expire(&app, expired).await;

@@ -5,7 +5,7 @@ use moderation_shared::{
 };
 use moderation_tests::{
     assert_error,
-    registry::{email_hash, report_body},
+    registry::{email_hash, report_body, update_plan},
     spawn_app, spawn_app_with,
 };
 use serde_json::Value;
@@ -27,7 +27,7 @@ async fn reporting_a_new_identifier_gives_201_with_the_whole_entry() {
     let hash = email_hash("jane@example.com");
 
     let response = app
-        .report(&member.key, &hash, "payment_fraud", "CASE-2026-1")
+        .registry_report(&member.key, &hash, "payment_fraud", "CASE-2026-1")
         .await;
 
     assert_eq!(response.status(), 201);
@@ -58,7 +58,9 @@ async fn reporting_again_refreshes_the_same_entry_with_200() {
     let app = spawn_app().await;
     let member = app.registry_member().await;
     let hash = email_hash("jane@example.com");
-    let first = app.reported(&member.key, &hash, "ban_evasion").await;
+    let first = app
+        .registry_reported(&member.key, &hash, "ban_evasion")
+        .await;
     let id = first["entry_id"].as_str().unwrap();
     let client = app.db.pool.get().await.unwrap();
     client
@@ -70,7 +72,7 @@ async fn reporting_again_refreshes_the_same_entry_with_200() {
         .unwrap();
 
     let response = app
-        .report(&member.key, &hash, "ban_evasion", "CASE-NEW")
+        .registry_report(&member.key, &hash, "ban_evasion", "CASE-NEW")
         .await;
 
     assert_eq!(response.status(), 200);
@@ -91,11 +93,13 @@ async fn refreshing_an_expired_entry_makes_it_active_again() {
     let app = spawn_app().await;
     let member = app.registry_member().await;
     let hash = email_hash("jane@example.com");
-    let entry = app.reported(&member.key, &hash, "ban_evasion").await;
+    let entry = app
+        .registry_reported(&member.key, &hash, "ban_evasion")
+        .await;
     expire(&app, entry["entry_id"].as_str().unwrap()).await;
 
     let refreshed: Value = app
-        .report(&member.key, &hash, "ban_evasion", "CASE-2")
+        .registry_report(&member.key, &hash, "ban_evasion", "CASE-2")
         .await
         .json()
         .await
@@ -111,9 +115,15 @@ async fn each_category_and_each_member_has_its_own_entry() {
     let (a, b) = (app.registry_member().await, app.registry_member().await);
     let hash = email_hash("jane@example.com");
 
-    let fraud = app.report(&a.key, &hash, "payment_fraud", "A-1").await;
-    let content = app.report(&a.key, &hash, "prohibited_content", "A-2").await;
-    let other = app.report(&b.key, &hash, "payment_fraud", "B-1").await;
+    let fraud = app
+        .registry_report(&a.key, &hash, "payment_fraud", "A-1")
+        .await;
+    let content = app
+        .registry_report(&a.key, &hash, "prohibited_content", "A-2")
+        .await;
+    let other = app
+        .registry_report(&b.key, &hash, "payment_fraud", "B-1")
+        .await;
 
     assert_eq!(fraud.status(), 201);
     assert_eq!(content.status(), 201);
@@ -126,7 +136,8 @@ async fn stored_identifiers_are_the_keyed_hash_and_never_the_clients_hash() {
     let app = spawn_app_with(|s| s.registry_key = RegistryKey::from_bytes(&secret)).await;
     let member = app.registry_member().await;
     let hash = email_hash("jane@example.com");
-    app.reported(&member.key, &hash, "payment_fraud").await;
+    app.registry_reported(&member.key, &hash, "payment_fraud")
+        .await;
 
     let client = app.db.pool.get().await.unwrap();
     let row = client
@@ -153,7 +164,7 @@ async fn an_entry_can_be_read_only_by_its_member() {
     let app = spawn_app().await;
     let (owner, other) = (app.registry_member().await, app.registry_member().await);
     let entry = app
-        .reported(&owner.key, &email_hash("a@example.com"), "payment_fraud")
+        .registry_reported(&owner.key, &email_hash("a@example.com"), "payment_fraud")
         .await;
     let path = format!(
         "/api/v1/registry/entries/{}",
@@ -186,7 +197,7 @@ async fn the_listing_pages_through_own_entries_oldest_first() {
     let mut ids = Vec::new();
     for n in 0..3 {
         let entry = app
-            .reported(
+            .registry_reported(
                 &owner.key,
                 &email_hash(&format!("u{n}@example.com")),
                 "ban_evasion",
@@ -194,7 +205,7 @@ async fn the_listing_pages_through_own_entries_oldest_first() {
             .await;
         ids.push(entry["entry_id"].clone());
     }
-    app.reported(&other.key, &email_hash("u0@example.com"), "ban_evasion")
+    app.registry_reported(&other.key, &email_hash("u0@example.com"), "ban_evasion")
         .await;
 
     let first: Value = app
@@ -251,7 +262,7 @@ async fn an_entry_past_its_retention_reads_as_expired() {
     let app = spawn_app().await;
     let member = app.registry_member().await;
     let entry = app
-        .reported(&member.key, &email_hash("a@example.com"), "payment_fraud")
+        .registry_reported(&member.key, &email_hash("a@example.com"), "payment_fraud")
         .await;
     let id = entry["entry_id"].as_str().unwrap();
 
@@ -279,14 +290,14 @@ async fn registry_endpoints_need_their_own_scope() {
     let hash = email_hash("a@example.com");
 
     let report = app
-        .post_json(
+        .registry_post_json(
             "/api/v1/registry/entries",
             &check_only,
             &report_body(&hash, "payment_fraud", "C"),
         )
         .await;
     let list = app.get("/api/v1/registry/entries", &check_only).await;
-    let check = app.check(&submit_only, &[&hash]).await;
+    let check = app.registry_check(&submit_only, &[&hash]).await;
 
     assert_error(report, 403, "FORBIDDEN").await;
     assert_error(list, 403, "FORBIDDEN").await;
@@ -309,7 +320,8 @@ async fn registry_scopes_need_a_vetted_member_when_issued_and_when_used() {
     assert!(refused.is_err());
     let member = app.registry_member().await;
 
-    app.update_plan(
+    update_plan(
+        &app,
         member.account,
         PlanUpdate {
             registry_member: Some(false),
@@ -323,7 +335,7 @@ async fn registry_scopes_need_a_vetted_member_when_issued_and_when_used() {
         "the membership change to take effect",
         || async {
             let response = app
-                .check(&member.key, &[&email_hash("a@example.com")])
+                .registry_check(&member.key, &[&email_hash("a@example.com")])
                 .await;
             (response.status() == 403).then_some(response)
         },

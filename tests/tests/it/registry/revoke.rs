@@ -9,7 +9,7 @@ async fn revoking_an_own_entry_gives_200_and_revoking_again_changes_nothing() {
     let app = spawn_app().await;
     let (owner, other) = (app.registry_member().await, app.registry_member().await);
     let entry = app
-        .reported(&owner.key, &email_hash("a@example.com"), "payment_fraud")
+        .registry_reported(&owner.key, &email_hash("a@example.com"), "payment_fraud")
         .await;
     let path = format!(
         "/api/v1/registry/entries/{}/revoke",
@@ -17,12 +17,12 @@ async fn revoking_an_own_entry_gives_200_and_revoking_again_changes_nothing() {
     );
     let reason = serde_json::json!({"reason": "ban overturned on appeal"});
 
-    let foreign = app.post_json(&path, &other.key, &reason).await;
-    let revoked = app.post_json(&path, &owner.key, &reason).await;
+    let foreign = app.registry_post_json(&path, &other.key, &reason).await;
+    let revoked = app.registry_post_json(&path, &owner.key, &reason).await;
     assert_eq!(revoked.status(), 200);
     let revoked: Value = revoked.json().await.unwrap();
     let again = app
-        .post_json(&path, &owner.key, &serde_json::json!({"reason": "other"}))
+        .registry_post_json(&path, &owner.key, &serde_json::json!({"reason": "other"}))
         .await;
 
     assert_error(foreign, 404, "NOT_FOUND").await;
@@ -39,7 +39,7 @@ async fn a_revocation_needs_a_valid_reason_and_a_valid_id() {
     let app = spawn_app().await;
     let member = app.registry_member().await;
     let entry = app
-        .reported(&member.key, &email_hash("a@example.com"), "payment_fraud")
+        .registry_reported(&member.key, &email_hash("a@example.com"), "payment_fraud")
         .await;
     let path = format!(
         "/api/v1/registry/entries/{}/revoke",
@@ -54,11 +54,11 @@ async fn a_revocation_needs_a_valid_reason_and_a_valid_id() {
         serde_json::json!({"reason": "mail jane@example.com"}),
         serde_json::json!({"reason": "ok", "extra": 1}),
     ] {
-        let response = app.post_json(&path, &member.key, &body).await;
+        let response = app.registry_post_json(&path, &member.key, &body).await;
         assert_error(response, 400, "INVALID_REQUEST").await;
     }
     let malformed = app
-        .post_json(
+        .registry_post_json(
             "/api/v1/registry/entries/nope/revoke",
             &member.key,
             &serde_json::json!({"reason": "ok"}),
@@ -66,7 +66,7 @@ async fn a_revocation_needs_a_valid_reason_and_a_valid_id() {
         .await;
     assert_error(malformed, 400, "INVALID_REQUEST").await;
     let at_limit = app
-        .post_json(
+        .registry_post_json(
             &path,
             &member.key,
             &serde_json::json!({"reason": "x".repeat(200)}),
@@ -80,9 +80,11 @@ async fn re_reporting_an_entry_its_member_revoked_makes_it_active_again() {
     let app = spawn_app().await;
     let member = app.registry_member().await;
     let hash = email_hash("a@example.com");
-    let entry = app.reported(&member.key, &hash, "payment_fraud").await;
+    let entry = app
+        .registry_reported(&member.key, &hash, "payment_fraud")
+        .await;
     let id = entry["entry_id"].as_str().unwrap();
-    app.post_json(
+    app.registry_post_json(
         &format!("/api/v1/registry/entries/{id}/revoke"),
         &member.key,
         &serde_json::json!({"reason": "mistake"}),
@@ -90,7 +92,7 @@ async fn re_reporting_an_entry_its_member_revoked_makes_it_active_again() {
     .await;
 
     let response = app
-        .report(&member.key, &hash, "payment_fraud", "CASE-9")
+        .registry_report(&member.key, &hash, "payment_fraud", "CASE-9")
         .await;
 
     assert_eq!(response.status(), 200);

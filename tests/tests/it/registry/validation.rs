@@ -139,12 +139,12 @@ async fn every_invalid_report_is_400_and_never_echoes_the_hash() {
 
     for (case, body) in cases {
         let response = app
-            .post_json("/api/v1/registry/entries", &member.key, &body)
+            .registry_post_json("/api/v1/registry/entries", &member.key, &body)
             .await;
         assert_invalid(response, &hash, case).await;
     }
     let at_limit = app
-        .report(&member.key, &hash, "payment_fraud", &"é".repeat(200))
+        .registry_report(&member.key, &hash, "payment_fraud", &"é".repeat(200))
         .await;
     assert_eq!(at_limit.status(), 201);
 }
@@ -160,13 +160,13 @@ async fn a_check_takes_1_to_5_identifiers() {
 
     for n in [1, 5] {
         assert_eq!(
-            app.check(&member.key, &refs[..n]).await.status(),
+            app.registry_check(&member.key, &refs[..n]).await.status(),
             200,
             "{n}"
         );
     }
     for n in [0, 6] {
-        let response = app.check(&member.key, &refs[..n]).await;
+        let response = app.registry_check(&member.key, &refs[..n]).await;
         assert_invalid(response, refs[0], &format!("{n} identifiers")).await;
     }
 }
@@ -219,7 +219,7 @@ async fn every_invalid_check_is_400_and_never_echoes_the_hash() {
 
     for (case, body) in cases {
         let response = app
-            .post_json("/api/v1/registry/check", &member.key, &body)
+            .registry_post_json("/api/v1/registry/check", &member.key, &body)
             .await;
         assert_invalid(response, &hash, case).await;
     }
@@ -227,7 +227,7 @@ async fn every_invalid_check_is_400_and_never_echoes_the_hash() {
     let for_periodic = with(good, "/context", Some(json!("periodic")));
     for body in [for_login, for_periodic] {
         let response = app
-            .post_json("/api/v1/registry/check", &member.key, &body)
+            .registry_post_json("/api/v1/registry/check", &member.key, &body)
             .await;
         assert_eq!(response.status(), 200);
     }
