@@ -250,3 +250,36 @@ async fn malformed_json_is_400() {
 
     moderation_tests::assert_error(response, 400, "INVALID_REQUEST").await;
 }
+
+#[tokio::test]
+async fn every_registry_row_of_the_access_table_reaches_its_handler() {
+    use moderation_api::auth::ENDPOINTS;
+    let app = spawn_app().await;
+    let member = app.registry_member().await;
+
+    let rows: Vec<_> = ENDPOINTS
+        .iter()
+        .filter(|e| e.path.starts_with("/api/v1/registry"))
+        .collect();
+    assert_eq!(rows.len(), 5);
+    for row in rows {
+        let path = row.path.replace("{id}", &uuid::Uuid::new_v4().to_string());
+        let method = reqwest::Method::from_bytes(row.method.as_str().as_bytes()).unwrap();
+        let response = app
+            .client
+            .request(method, app.url(&path))
+            .bearer_auth(&member.key.key)
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        let body: Value = response.json().await.unwrap();
+        assert!(
+            matches!(status, 200 | 400 | 404) && body["message"] != "no such resource",
+            "{} {}: {status} {body}",
+            row.method,
+            row.path
+        );
+    }
+}
