@@ -77,6 +77,11 @@ pub const ENDPOINTS: &[Endpoint] = &[
     row(Method::POST, "/api/v1/me/webhook-secrets/rotate", Access::Scope(Scope::WebhookManage)),
     row(Method::GET, "/api/v1/jobs/export", Access::Scope(Scope::JobRead)),
     row(Method::GET, "/api/v1/usage/volume", Access::Scope(Scope::UsageRead)),
+    row(Method::POST, "/api/v1/registry/check", Access::Scope(Scope::RegistryCheck)),
+    row(Method::POST, "/api/v1/registry/entries", Access::Scope(Scope::RegistrySubmit)),
+    row(Method::GET, "/api/v1/registry/entries", Access::Scope(Scope::RegistrySubmit)),
+    row(Method::GET, "/api/v1/registry/entries/{id}", Access::Scope(Scope::RegistrySubmit)),
+    row(Method::POST, "/api/v1/registry/entries/{id}/revoke", Access::Scope(Scope::RegistrySubmit)),
 ];
 
 const fn row(method: Method, path: &'static str, access: Access) -> Endpoint {

@@ -5,6 +5,7 @@ use std::time::Duration;
 use moderation_shared::{
     config::{env_bool, env_or, env_raw, ConfigError, DatabaseSettings, RedisSettings},
     crypto::SealingKey,
+    registry::RegistryKey,
     url_guard::UrlGuard,
 };
 
@@ -37,6 +38,9 @@ pub struct ApiSettings {
     pub trusted_proxies: TrustedProxies,
     /// Rate-limit windows and the failed-authentication lockout.
     pub limits: LimitSettings,
+    /// `APP_REGISTRY_KEY` (required): 32 bytes in base64, the HMAC key turning the hashes
+    /// members send into the identifiers the registry stores.
+    pub registry_key: RegistryKey,
 }
 
 impl ApiSettings {
@@ -67,6 +71,7 @@ impl ApiSettings {
                 .parse()
                 .map_err(|e| ConfigError::new("APP_TRUSTED_PROXIES", format!("{e}")))?,
             limits: LimitSettings::from_env()?,
+            registry_key: RegistryKey::from_env()?,
         })
     }
 
@@ -87,8 +92,17 @@ impl ApiSettings {
             encryption_key,
             trusted_proxies: TrustedProxies::default(),
             limits: LimitSettings::default(),
+            registry_key: random_registry_key(),
         }
     }
+}
+
+/// 32 random bytes from two version-4 UUIDs (244 random bits): enough for a throwaway key.
+fn random_registry_key() -> RegistryKey {
+    let mut bytes = [0u8; 32];
+    bytes[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+    bytes[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+    RegistryKey::from_bytes(&bytes)
 }
 
 fn default_workers() -> usize {

@@ -51,6 +51,7 @@ impl Application {
             url_guard: settings.url_guard.clone(),
             encryption_key: settings.encryption_key.clone(),
             metrics: telemetry::install_metrics(),
+            registry_key: settings.registry_key.clone(),
         });
         metrics::gauge!(telemetry::PROCESS_UP, "process" => "api").set(1.0);
         let port = listener.local_addr()?.port();
@@ -103,7 +104,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .configure(routes::jobs::configure)
                 .configure(routes::webhooks::configure)
                 .configure(routes::export::configure)
-                .configure(routes::usage::configure),
+                .configure(routes::usage::configure)
+                .configure(routes::registry::configure),
         )
         .configure(routes::webhooks::configure_root)
         .default_service(web::to(not_found));

@@ -2,7 +2,8 @@
 
 use metrics_exporter_prometheus::PrometheusHandle;
 use moderation_shared::{
-    crypto::SealingKey, db::Pool, queue::JobQueue, redis_conn::RedisConn, url_guard::UrlGuard,
+    crypto::SealingKey, db::Pool, queue::JobQueue, redis_conn::RedisConn, registry::RegistryKey,
+    url_guard::UrlGuard,
 };
 
 use crate::{
@@ -33,4 +34,6 @@ pub struct AppState {
     pub in_flight: InFlight,
     /// Proxies whose `X-Forwarded-For` is believed.
     pub trusted_proxies: TrustedProxies,
+    /// The HMAC key of registry identifiers.
+    pub registry_key: RegistryKey,
 }

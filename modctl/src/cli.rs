@@ -33,6 +33,11 @@ enum Command {
         #[command(subcommand)]
         command: KeyCommand,
     },
+    /// The Shared Registry: email hashing and dispute decisions.
+    Registry {
+        #[command(subcommand)]
+        command: crate::registry::RegistryCommand,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -135,6 +140,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Value> {
         }
         Command::Org { command } => org(&pool, command).await,
         Command::Key { command } => key(&pool, command).await,
+        Command::Registry { command } => crate::registry::run(&pool, command).await,
     }
 }
 

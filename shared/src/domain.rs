@@ -52,6 +52,10 @@ id_type!(
     /// A moderation job.
     JobId
 );
+id_type!(
+    /// A Shared Registry entry.
+    RegistryEntryId
+);
 
 /// A kind of content, each with its own queue and workers. Chat is stored as `text`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

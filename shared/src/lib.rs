@@ -15,6 +15,7 @@ pub mod payload;
 pub mod provisioning;
 pub mod queue;
 pub mod redis_conn;
+pub mod registry;
 pub mod runtime;
 pub mod signing;
 pub mod telemetry;

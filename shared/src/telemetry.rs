@@ -42,14 +42,26 @@ pub const REQUESTS_LIMITED_TOTAL: &str = "requests_limited_total";
 /// Requests admitted without rate limiting because Redis did not answer (the limits fail open).
 pub const RATE_LIMIT_UNAVAILABLE_TOTAL: &str = "rate_limit_unavailable_total";
 
+/// The filter directive keeping statement parameters out of the log.
+const QUIET_STATEMENT_PARAMETERS: &str = "tokio_postgres=info";
+/// Registry checks answered, by `context` (`signup`, `login`, `periodic`) and `outcome`
+/// (`match`, `no_match`).
+pub const REGISTRY_CHECKS_TOTAL: &str = "registry_checks_total";
+
 const LATENCY_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
 
 /// Starts structured logging for `service`. `RUST_LOG` filters (default `info`);
 /// `APP_LOG_FORMAT=json` switches to JSON lines. Calling it twice is harmless.
+///
+/// `tokio_postgres` is held at `info` whatever `RUST_LOG` says: at `debug` it logs every
+/// statement's parameters, which carry account ids, registry identifiers and case references.
 pub fn init_tracing(service: &'static str) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let mut filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    if let Ok(quiet) = QUIET_STATEMENT_PARAMETERS.parse() {
+        filter = filter.add_directive(quiet);
+    }
     let json = std::env::var("APP_LOG_FORMAT").is_ok_and(|v| v.eq_ignore_ascii_case("json"));
     let registry = tracing_subscriber::registry().with(filter);
     let result = if json {
@@ -95,6 +107,11 @@ fn describe() {
         "Time to answer an HTTP request, by route and method."
     );
     describe_gauge!(PROCESS_UP, "1 while the process serves, by process role.");
+    describe_counter!(
+        REGISTRY_CHECKS_TOTAL,
+        Unit::Count,
+        "Registry checks answered, by context and outcome."
+    );
     describe_counter!(
         DEPENDENCY_CHECKS_TOTAL,
         Unit::Count,

@@ -11,6 +11,7 @@ pub mod dispatch;
 pub mod fixtures;
 pub mod forms;
 pub mod receiver;
+pub mod registry;
 pub mod worker;
 
 use std::{sync::Once, time::Duration};

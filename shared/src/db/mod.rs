@@ -16,6 +16,7 @@ pub mod api_keys;
 pub mod deliveries;
 pub mod job_reports;
 pub mod jobs;
+pub mod registry_entries;
 pub mod webhooks;
 
 mod embedded {

@@ -10,4 +10,5 @@ mod api;
 mod dispatcher;
 mod modctl;
 mod queue;
+mod registry;
 mod url_guard;

@@ -1,0 +1,158 @@
+//! `POST /api/v1/registry/entries` (report), `GET /api/v1/registry/entries[/{id}]` (one's own
+//! entries) and `POST /api/v1/registry/entries/{id}/revoke`.
+
+use actix_web::{web, HttpResponse};
+use moderation_shared::{
+    clock,
+    db::registry_entries::{self, Report, ReportOutcome},
+    domain::RegistryEntryId,
+    registry::{validate_text, Category},
+};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::IdentifierBody;
+use crate::{auth::Principal, error::ApiError, state::AppState};
+
+/// Default and largest page of a listing.
+const DEFAULT_LIMIT: u32 = 100;
+const MAX_LIMIT: u32 = 1000;
+
+/// The report body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ReportBody {
+    identifier: IdentifierBody,
+    category: Category,
+    member_case_ref: String,
+    attest_human_review: bool,
+}
+
+/// Reports an identifier: 201 with a new entry, 200 with a refreshed one, 409 when the
+/// member's entry was revoked after an upheld dispute.
+pub(super) async fn report(
+    state: web::Data<AppState>,
+    principal: Principal,
+    body: web::Json<ReportBody>,
+) -> Result<HttpResponse, ApiError> {
+    let body = body.into_inner();
+    let hash = body.identifier.hash("identifier")?;
+    validate_text("member_case_ref", &body.member_case_ref).map_err(ApiError::InvalidRequest)?;
+    if !body.attest_human_review {
+        return Err(ApiError::InvalidRequest(
+            "attest_human_review must be true: only bans a person reviewed and upheld may be \
+             reported"
+                .to_owned(),
+        ));
+    }
+    let identifier = state.registry_key.identify(&hash);
+    let now = clock::now();
+    let client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let outcome = registry_entries::report(
+        &client,
+        &Report {
+            account_id: principal.account_id,
+            identifier: &identifier,
+            category: body.category,
+            member_case_ref: &body.member_case_ref,
+        },
+        now,
+    )
+    .await?;
+    match outcome {
+        ReportOutcome::Created(entry) => Ok(HttpResponse::Created().json(entry.view(now))),
+        ReportOutcome::Refreshed(entry) => Ok(HttpResponse::Ok().json(entry.view(now))),
+        ReportOutcome::RevokedAfterDispute => Err(ApiError::Conflict(
+            "this entry was revoked after an upheld dispute and cannot be reported again"
+                .to_owned(),
+        )),
+    }
+}
+
+/// One of the caller's own entries; another member's is 404.
+pub(super) async fn get(
+    state: web::Data<AppState>,
+    principal: Principal,
+    id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = parse_id(&id)?;
+    let client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let entry = registry_entries::get_own(&client, principal.account_id, id)
+        .await?
+        .ok_or_else(not_found)?;
+    Ok(HttpResponse::Ok().json(entry.view(clock::now())))
+}
+
+/// Query of a listing.
+#[derive(Debug, Deserialize)]
+pub(super) struct ListQuery {
+    cursor: Option<String>,
+    limit: Option<u32>,
+}
+
+/// The caller's entries, oldest first: `{"entries": [...], "next_cursor": string|null}`.
+pub(super) async fn list(
+    state: web::Data<AppState>,
+    principal: Principal,
+    query: web::Query<ListQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
+    if !(1..=MAX_LIMIT).contains(&limit) {
+        return Err(ApiError::InvalidRequest(format!(
+            "limit must be 1 to {MAX_LIMIT}, got {limit}"
+        )));
+    }
+    let after = match query.cursor.as_deref().filter(|c| !c.is_empty()) {
+        None => None,
+        Some(cursor) => Some(cursor.parse::<RegistryEntryId>().map_err(|_| {
+            ApiError::InvalidRequest("cursor is not one this endpoint returned".to_owned())
+        })?),
+    };
+    let client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    // One more than asked says whether another page exists.
+    let mut page =
+        registry_entries::list_own(&client, principal.account_id, after, i64::from(limit) + 1)
+            .await?;
+    let more = page.len() > limit as usize;
+    page.truncate(limit as usize);
+    let next_cursor = more
+        .then(|| page.last().map(|e| e.id.to_string()))
+        .flatten();
+    let now = clock::now();
+    let entries: Vec<_> = page.iter().map(|e| e.view(now)).collect();
+    Ok(HttpResponse::Ok().json(json!({ "entries": entries, "next_cursor": next_cursor })))
+}
+
+/// The revoke body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RevokeBody {
+    reason: String,
+}
+
+/// Revokes one of the caller's entries (200 with the entry). Revoking a revoked entry changes
+/// nothing and answers it as it is.
+pub(super) async fn revoke(
+    state: web::Data<AppState>,
+    principal: Principal,
+    id: web::Path<String>,
+    body: web::Json<RevokeBody>,
+) -> Result<HttpResponse, ApiError> {
+    let id = parse_id(&id)?;
+    validate_text("reason", &body.reason).map_err(ApiError::InvalidRequest)?;
+    let now = clock::now();
+    let client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let entry = registry_entries::revoke_own(&client, principal.account_id, id, &body.reason, now)
+        .await?
+        .ok_or_else(not_found)?;
+    Ok(HttpResponse::Ok().json(entry.view(now)))
+}
+
+fn parse_id(id: &str) -> Result<RegistryEntryId, ApiError> {
+    id.parse()
+        .map_err(|_| ApiError::InvalidRequest("the entry id must be a UUID".to_owned()))
+}
+
+fn not_found() -> ApiError {
+    ApiError::NotFound("no such registry entry".to_owned())
+}
