@@ -24,9 +24,16 @@ pub const MAX_CHAT_MESSAGES: usize = 500;
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/moderate/prompt").route(web::post().to(prompt)))
         .service(resource("/moderate/chat").route(web::post().to(chat)))
-        .service(resource("/moderate/image").route(web::post().to(image)))
-        .service(resource("/moderate/video").route(web::post().to(video)))
-        .service(resource("/moderate/audio").route(web::post().to(audio)));
+        .service(media_resource(Modality::Image))
+        .service(media_resource(Modality::Video))
+        .service(media_resource(Modality::Audio));
+}
+
+/// `/moderate/{image,video,audio}`: one handler, told its modality by the resource.
+fn media_resource(modality: Modality) -> actix_web::Resource {
+    resource(&format!("/moderate/{modality}"))
+        .app_data(web::Data::new(modality))
+        .route(web::post().to(media))
 }
 
 /// What a validated submission is made of.
@@ -135,10 +142,11 @@ async fn chat(
 async fn media(
     state: web::Data<AppState>,
     principal: Principal,
+    modality: web::Data<Modality>,
     req: HttpRequest,
     payload: web::Payload,
-    modality: Modality,
 ) -> Result<HttpResponse, ApiError> {
+    let modality = **modality;
     let field = modality.as_str();
     let mut form = read_form(&req, payload, &[]).await?;
     let part = form
@@ -168,33 +176,6 @@ async fn media(
         },
     )
     .await
-}
-
-async fn image(
-    state: web::Data<AppState>,
-    principal: Principal,
-    req: HttpRequest,
-    payload: web::Payload,
-) -> Result<HttpResponse, ApiError> {
-    media(state, principal, req, payload, Modality::Image).await
-}
-
-async fn video(
-    state: web::Data<AppState>,
-    principal: Principal,
-    req: HttpRequest,
-    payload: web::Payload,
-) -> Result<HttpResponse, ApiError> {
-    media(state, principal, req, payload, Modality::Video).await
-}
-
-async fn audio(
-    state: web::Data<AppState>,
-    principal: Principal,
-    req: HttpRequest,
-    payload: web::Payload,
-) -> Result<HttpResponse, ApiError> {
-    media(state, principal, req, payload, Modality::Audio).await
 }
 
 /// The optional `webhook_url`: https only, public addresses only.

@@ -19,6 +19,14 @@ async fn send(
     request.send().await.unwrap()
 }
 
+async fn send_json(app: &TestApp, key: &TestKey, method: reqwest::Method, path: &str) -> Value {
+    send(app, key, method, path, None)
+        .await
+        .json()
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn the_global_webhook_url_is_registered_replaced_read_and_cleared() {
     let app = spawn_app().await;
@@ -46,17 +54,7 @@ async fn the_global_webhook_url_is_registered_replaced_read_and_cleared() {
     )
     .await;
     assert_eq!(second.status(), 200);
-    let read: Value = send(
-        &app,
-        &key,
-        reqwest::Method::GET,
-        "/api/v1/webhook/register",
-        None,
-    )
-    .await
-    .json()
-    .await
-    .unwrap();
+    let read: Value = send_json(&app, &key, reqwest::Method::GET, "/api/v1/webhook/register").await;
     assert_eq!(read, json!({"url": "https://93.184.215.14/b"}));
 
     let deleted = send(
@@ -78,17 +76,7 @@ async fn the_global_webhook_url_is_registered_replaced_read_and_cleared() {
 
     assert_eq!(deleted.status(), 204);
     assert_eq!(deleted_again.status(), 204);
-    let read: Value = send(
-        &app,
-        &key,
-        reqwest::Method::GET,
-        "/api/v1/webhook/register",
-        None,
-    )
-    .await
-    .json()
-    .await
-    .unwrap();
+    let read: Value = send_json(&app, &key, reqwest::Method::GET, "/api/v1/webhook/register").await;
     assert_eq!(read, json!({"url": null}));
 }
 
@@ -134,39 +122,27 @@ async fn every_account_has_an_active_secret_that_can_be_revealed_on_both_paths()
     let app = spawn_app().await;
     let key = app.account_with_key(Some(&[Scope::WebhookManage])).await;
 
-    let list: Value = send(
+    let list: Value = send_json(
         &app,
         &key,
         reqwest::Method::GET,
         "/api/v1/me/webhook-secrets",
-        None,
     )
-    .await
-    .json()
-    .await
-    .unwrap();
-    let revealed: Value = send(
+    .await;
+    let revealed: Value = send_json(
         &app,
         &key,
         reqwest::Method::POST,
         "/api/v1/me/webhook-secrets/reveal",
-        None,
     )
-    .await
-    .json()
-    .await
-    .unwrap();
-    let root: Value = send(
+    .await;
+    let root: Value = send_json(
         &app,
         &key,
         reqwest::Method::POST,
         "/me/webhook-secrets/reveal",
-        None,
     )
-    .await
-    .json()
-    .await
-    .unwrap();
+    .await;
 
     assert_eq!(list["tolerance_seconds"], 300);
     assert_eq!(list["grace_hours"], 24);
@@ -195,17 +171,13 @@ async fn every_account_has_an_active_secret_that_can_be_revealed_on_both_paths()
 async fn rotation_makes_a_new_active_secret_and_lists_the_old_one_as_expiring_for_24_hours() {
     let app = spawn_app().await;
     let key = app.account_with_key(Some(&[Scope::WebhookManage])).await;
-    let old: Value = send(
+    let old: Value = send_json(
         &app,
         &key,
         reqwest::Method::POST,
         "/api/v1/me/webhook-secrets/reveal",
-        None,
     )
-    .await
-    .json()
-    .await
-    .unwrap();
+    .await;
 
     let rotated = send(
         &app,
@@ -219,17 +191,13 @@ async fn rotation_makes_a_new_active_secret_and_lists_the_old_one_as_expiring_fo
     assert_eq!(rotated.status(), 201);
     let new: Value = rotated.json().await.unwrap();
     assert_ne!(new["secret"], old["secret"]);
-    let list: Value = send(
+    let list: Value = send_json(
         &app,
         &key,
         reqwest::Method::GET,
         "/api/v1/me/webhook-secrets",
-        None,
     )
-    .await
-    .json()
-    .await
-    .unwrap();
+    .await;
     let secrets = list["secrets"].as_array().unwrap();
     assert_eq!(secrets.len(), 2);
     assert_eq!(
@@ -247,32 +215,24 @@ async fn rotation_makes_a_new_active_secret_and_lists_the_old_one_as_expiring_fo
     .unwrap();
     let hours = (expires - moderation_shared::clock::now()).as_seconds_f64() / 3600.0;
     assert!((23.9..=24.0).contains(&hours), "{hours}");
-    let revealed: Value = send(
+    let revealed: Value = send_json(
         &app,
         &key,
         reqwest::Method::POST,
         "/api/v1/me/webhook-secrets/reveal",
-        None,
     )
-    .await
-    .json()
-    .await
-    .unwrap();
+    .await;
     assert_eq!(revealed["secret"], new["secret"]);
     // Once expired, the old secret is no longer listed.
     let client = app.db.pool.get().await.unwrap();
     client.execute("UPDATE webhook_secrets SET expires_at = now() - interval '1 second' WHERE expires_at IS NOT NULL", &[]).await.unwrap();
-    let list: Value = send(
+    let list: Value = send_json(
         &app,
         &key,
         reqwest::Method::GET,
         "/api/v1/me/webhook-secrets",
-        None,
     )
-    .await
-    .json()
-    .await
-    .unwrap();
+    .await;
     assert_eq!(list["secrets"].as_array().unwrap().len(), 1);
 }
 
@@ -280,17 +240,13 @@ async fn rotation_makes_a_new_active_secret_and_lists_the_old_one_as_expiring_fo
 async fn secrets_are_stored_sealed_never_in_clear() {
     let app = spawn_app().await;
     let key = app.account_with_key(Some(&[Scope::WebhookManage])).await;
-    let revealed: Value = send(
+    let revealed: Value = send_json(
         &app,
         &key,
         reqwest::Method::POST,
         "/api/v1/me/webhook-secrets/reveal",
-        None,
     )
-    .await
-    .json()
-    .await
-    .unwrap();
+    .await;
     let secret = revealed["secret"].as_str().unwrap().as_bytes().to_vec();
 
     let client = app.db.pool.get().await.unwrap();
