@@ -75,9 +75,20 @@ pub(super) async fn check(
         })
         .collect::<Result<Vec<_>, ApiError>>()?;
     let now = clock::now();
-    let used = quota::count_check(&state.redis, principal.account_id, now)
-        .await
-        .map_err(ApiError::unavailable)?;
+    // The quota count and the lookup are independent: run them together and drop the
+    // lookup's answer when the quota is used up.
+    let lookup = async {
+        let client = state.pool.get().await.map_err(ApiError::unavailable)?;
+        Ok::<_, ApiError>(
+            registry_entries::find_matches(&client, principal.account_id, &identifiers, now)
+                .await?,
+        )
+    };
+    let (used, matches) = futures_util::join!(
+        quota::count_check(&state.redis, principal.account_id, now),
+        lookup
+    );
+    let used = used.map_err(ApiError::unavailable)?;
     if used > u64::from(principal.check_quota_daily) {
         return Err(ApiError::QuotaExceeded {
             message: format!(
@@ -87,10 +98,7 @@ pub(super) async fn check(
             retry_after: quota::seconds_until_reset(now),
         });
     }
-    let client = state.pool.get().await.map_err(ApiError::unavailable)?;
-    let matches =
-        registry_entries::find_matches(&client, principal.account_id, &identifiers, now).await?;
-    drop(client);
+    let matches = matches?;
     let signals = signals::signals(&matches);
     let outcome = if signals.is_empty() {
         "no_match"
