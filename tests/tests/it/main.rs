@@ -8,6 +8,7 @@
 
 mod api;
 mod dispatcher;
+mod metrics;
 mod modctl;
 mod queue;
 mod registry;

@@ -1,0 +1,52 @@
+//! Every process serves Prometheus text at `GET /metrics`.
+
+use moderation_dispatcher::Dispatcher;
+use moderation_tests::{receiver::TestReceiver, spawn_app, worker::worker_settings};
+use moderation_worker::Worker;
+
+async fn scrape(port: u16, path: &str) -> (u16, String, String) {
+    let response = reqwest::get(format!("http://127.0.0.1:{port}{path}"))
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    (status, content_type, response.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn the_worker_and_the_dispatcher_serve_prometheus_text_on_their_metrics_port() {
+    let app = spawn_app().await;
+    let receiver = TestReceiver::start().await;
+    let mut settings = worker_settings(&app);
+    settings.metrics_addr = ([127, 0, 0, 1], 0).into();
+    let worker = Worker::build(settings).await.unwrap();
+    let dispatcher = Dispatcher::build(app.dispatcher_settings(&receiver, 1.0))
+        .await
+        .unwrap();
+    let ports = [worker.metrics_port(), dispatcher.metrics_port()];
+    let (stop_worker, worker_stopped) = tokio::sync::oneshot::channel::<()>();
+    let (stop_dispatcher, dispatcher_stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker = tokio::spawn(worker.run_until_stopped(async {
+        let _ = worker_stopped.await;
+    }));
+    let dispatcher = tokio::spawn(dispatcher.run_until_stopped(async {
+        let _ = dispatcher_stopped.await;
+    }));
+
+    for port in ports {
+        let (status, content_type, text) = scrape(port, "/metrics").await;
+        assert_eq!(status, 200);
+        assert!(content_type.starts_with("text/plain"), "{content_type}");
+        assert!(text.contains("# TYPE process_up gauge"), "{text}");
+        assert_eq!(scrape(port, "/other").await.0, 404);
+    }
+
+    let _ = stop_worker.send(());
+    let _ = stop_dispatcher.send(());
+    worker.await.unwrap();
+    dispatcher.await.unwrap();
+}
