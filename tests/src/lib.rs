@@ -119,6 +119,22 @@ impl Drop for TestDatabase {
     }
 }
 
+/// A loopback port nothing listens on (bound, then released).
+pub fn unused_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// Redis settings pointing at a port where no Redis answers.
+pub fn unreachable_redis() -> RedisSettings {
+    RedisSettings::new(
+        format!("redis://127.0.0.1:{}", unused_port()),
+        "unreachable",
+    )
+}
+
 /// A running api with its own database and Redis namespace.
 pub struct TestApp {
     /// `http://127.0.0.1:PORT`.

@@ -27,15 +27,7 @@ async fn health_is_ok_when_postgres_and_redis_answer() {
 #[tokio::test]
 async fn health_is_degraded_when_redis_refuses_connections() {
     // Bind a port and close it again, so nothing listens there.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let app = spawn_app_with(|s| {
-        s.redis = RedisSettings::new(format!("redis://127.0.0.1:{port}"), "unused");
-    })
-    .await;
+    let app = spawn_app_with(|s| s.redis = moderation_tests::unreachable_redis()).await;
 
     let (status, body, elapsed) = health(&app).await;
 
@@ -75,11 +67,7 @@ async fn health_answers_within_two_seconds_when_redis_never_replies() {
 #[tokio::test]
 async fn health_turns_degraded_when_a_real_redis_stops_and_recovers_when_it_returns() {
     // A Redis server of this test's own, so stopping it disturbs no other test.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = moderation_tests::unused_port();
     let start_redis = || {
         std::process::Command::new("redis-server")
             .args([

@@ -1,5 +1,4 @@
 use moderation_shared::{
-    config::RedisSettings,
     domain::{Modality, Scope},
     queue::JobQueue,
     redis_conn::RedisConn,
@@ -398,15 +397,7 @@ async fn every_scoped_endpoint_refuses_a_key_without_its_scope() {
 
 #[tokio::test]
 async fn a_submission_during_a_redis_outage_keeps_the_job_and_answers_503_with_its_id() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let app = spawn_app_with(|s| {
-        s.redis = RedisSettings::new(format!("redis://127.0.0.1:{port}"), "down");
-    })
-    .await;
+    let app = spawn_app_with(|s| s.redis = moderation_tests::unreachable_redis()).await;
     let key = app.account_with_key(None).await;
 
     let response = app.submit("prompt", &key, text_form("text", "hello")).await;

@@ -30,11 +30,7 @@ impl Drop for Api {
 }
 
 fn start_api(app: &TestApp) -> Api {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = moderation_tests::unused_port();
     let log = std::env::temp_dir().join(format!("registry-log-{}.txt", uuid::Uuid::new_v4()));
     let file = std::fs::File::create(&log).unwrap();
     let key = base64::engine::general_purpose::STANDARD.encode([9u8; 32]);
