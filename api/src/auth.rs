@@ -25,6 +25,7 @@ use moderation_shared::{
 use crate::{
     error::ApiError,
     gate::{self, Admitted, Refused},
+    middleware::MatchedPattern,
     state::AppState,
 };
 
@@ -90,6 +91,11 @@ const fn row(method: Method, path: &'static str, access: Access) -> Endpoint {
         path,
         access,
     }
+}
+
+/// The table's own copy of a registered pattern (a fixed label for metrics), if it has one.
+pub fn known_route(pattern: &str) -> Option<&'static str> {
+    ENDPOINTS.iter().find(|e| e.path == pattern).map(|e| e.path)
 }
 
 /// Looks up what `method` on the registered `pattern` needs.
@@ -257,7 +263,10 @@ pub async fn authenticate(
 
 /// Decides a request: `None` for a public one, the principal for an admitted one.
 async fn check(req: &ServiceRequest) -> Result<Option<Admitted>, Refused> {
-    let pattern = req.match_pattern();
+    let pattern = match req.extensions().get::<MatchedPattern>() {
+        Some(found) => found.0.clone(),
+        None => req.match_pattern(),
+    };
     let access = pattern.as_deref().and_then(|p| access_for(req.method(), p));
     let under_api = req.path() == API_PREFIX || req.path().starts_with("/api/v1/");
     if access == Some(Access::Public) || (access.is_none() && !under_api) {

@@ -6,16 +6,22 @@ use std::{panic::AssertUnwindSafe, time::Instant};
 use actix_web::{
     body::{BoxBody, EitherBody, MessageBody},
     dev::{ServiceRequest, ServiceResponse},
-    http::header::{self, HeaderName, HeaderValue},
+    http::{
+        header::{self, HeaderName, HeaderValue},
+        Method,
+    },
     middleware::Next,
-    HttpResponse,
+    HttpMessage, HttpResponse,
 };
 use futures_util::FutureExt;
 use moderation_shared::telemetry;
 use tracing::Instrument;
 use uuid::Uuid;
 
-use crate::error::{body_for_status, ApiError, ErrorBody};
+use crate::{
+    auth,
+    error::{body_for_status, ApiError, ErrorBody},
+};
 
 /// The request id header, read from the client when sensible and always echoed back.
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -32,10 +38,14 @@ pub async fn observe(
         .and_then(|v| v.to_str().ok())
         .filter(|v| is_sane_request_id(v))
         .map_or_else(|| Uuid::new_v4().to_string(), str::to_owned);
-    let route = req
-        .match_pattern()
-        .unwrap_or_else(|| "unmatched".to_owned());
-    let method = req.method().as_str().to_owned();
+    // Matching the route walks the router: do it once and hand it to the inner middleware.
+    let pattern = req.match_pattern();
+    let route = pattern
+        .as_deref()
+        .and_then(auth::known_route)
+        .unwrap_or("unmatched");
+    req.extensions_mut().insert(MatchedPattern(pattern));
+    let method = static_method(req.method());
     let span =
         tracing::info_span!("request", request_id = %request_id, method = %method, route = %route);
     let started = Instant::now();
@@ -59,7 +69,7 @@ pub async fn observe(
         400..=499 => "4xx",
         _ => "5xx",
     };
-    metrics::counter!(telemetry::HTTP_REQUESTS_TOTAL, "route" => route.clone(), "method" => method.clone(), "status" => class).increment(1);
+    metrics::counter!(telemetry::HTTP_REQUESTS_TOTAL, "route" => route, "method" => method, "status" => class).increment(1);
     metrics::histogram!(telemetry::HTTP_REQUEST_DURATION_SECONDS, "route" => route, "method" => method)
         .record(elapsed.as_secs_f64());
     let mut res = result?;
@@ -67,6 +77,24 @@ pub async fn observe(
         res.headers_mut().insert(REQUEST_ID, value);
     }
     Ok(res)
+}
+
+/// The route pattern the request matched, found once by [`observe`].
+#[derive(Debug, Clone)]
+pub struct MatchedPattern(pub Option<String>);
+
+/// The method as a label of a fixed set.
+fn static_method(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
 }
 
 fn is_sane_request_id(value: &str) -> bool {
