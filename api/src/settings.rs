@@ -80,6 +80,7 @@ impl ApiSettings {
         database: DatabaseSettings,
         redis: RedisSettings,
         encryption_key: SealingKey,
+        registry_key: RegistryKey,
     ) -> Self {
         Self {
             database,
@@ -92,17 +93,9 @@ impl ApiSettings {
             encryption_key,
             trusted_proxies: TrustedProxies::default(),
             limits: LimitSettings::default(),
-            registry_key: random_registry_key(),
+            registry_key,
         }
     }
-}
-
-/// 32 random bytes from two version-4 UUIDs (244 random bits): enough for a throwaway key.
-fn random_registry_key() -> RegistryKey {
-    let mut bytes = [0u8; 32];
-    bytes[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
-    bytes[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
-    RegistryKey::from_bytes(&bytes)
 }
 
 fn default_workers() -> usize {

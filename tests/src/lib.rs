@@ -23,6 +23,7 @@ use moderation_shared::{
     db::{self, Pool},
     domain::{AccountId, Scope},
     provisioning,
+    registry::RegistryKey,
 };
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -162,8 +163,13 @@ pub async fn spawn_app_with(adjust: impl FnOnce(&mut ApiSettings)) -> TestApp {
     let db = TestDatabase::create().await;
     let redis = RedisSettings::new(redis_url(), format!("test-{}", Uuid::new_v4().simple()));
     let encryption_key = SealingKey::random().expect("random key");
-    let mut settings =
-        ApiSettings::for_local(db.settings.clone(), redis.clone(), encryption_key.clone());
+    let registry_key = RegistryKey::random().expect("random key");
+    let mut settings = ApiSettings::for_local(
+        db.settings.clone(),
+        redis.clone(),
+        encryption_key.clone(),
+        registry_key,
+    );
     settings.http_workers = 1;
     adjust(&mut settings);
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");

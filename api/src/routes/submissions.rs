@@ -203,23 +203,33 @@ async fn submit(
     submission: Submission,
 ) -> Result<HttpResponse, ApiError> {
     let id = JobId::new();
-    let client = state.pool.get().await.map_err(ApiError::unavailable)?;
-    jobs::insert(
-        &client,
-        &NewJob {
-            id,
-            account_id: principal.account_id,
-            api_key_id: Some(principal.key_id),
-            modality: submission.modality,
-            content: &submission.content,
-            messages: submission.messages.as_ref(),
-            webhook_url: submission.webhook_url.as_deref(),
-        },
-    )
-    .await?;
+    {
+        // The connection goes back to the pool before the Redis round trip.
+        let client = state.pool.get().await.map_err(ApiError::unavailable)?;
+        jobs::insert(
+            &client,
+            &NewJob {
+                id,
+                account_id: principal.account_id,
+                api_key_id: Some(principal.key_id),
+                modality: submission.modality,
+                content: &submission.content,
+                messages: submission.messages.as_ref(),
+                webhook_url: submission.webhook_url.as_deref(),
+            },
+        )
+        .await?;
+    }
     if let Err(err) = state.queue.enqueue(submission.modality, id).await {
-        if let Err(mark) = jobs::mark_not_enqueued(&client, id).await {
-            tracing::warn!(job_id = %id, error = %mark, "Could not mark a job as not enqueued; the relay still finds it");
+        match state.pool.get().await {
+            Ok(client) => {
+                if let Err(mark) = jobs::mark_not_enqueued(&client, id).await {
+                    tracing::warn!(job_id = %id, error = %mark, "Could not mark a job as not enqueued; the relay still finds it");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(job_id = %id, error = %e, "Could not mark a job as not enqueued; the relay still finds it");
+            }
         }
         return Err(ApiError::ServiceUnavailable {
             job_id: Some(id.0),

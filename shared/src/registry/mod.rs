@@ -193,6 +193,16 @@ impl RegistryKey {
     /// The environment variable holding the key.
     pub const ENV: &'static str = "APP_REGISTRY_KEY";
 
+    /// A random key (tests and local tools).
+    pub fn random() -> Result<Self, crate::crypto::CryptoError> {
+        use ring::rand::SecureRandom;
+        let mut bytes = [0u8; 32];
+        ring::rand::SystemRandom::new()
+            .fill(&mut bytes)
+            .map_err(|_| crate::crypto::CryptoError::Random)?;
+        Ok(Self::from_bytes(&bytes))
+    }
+
     /// A key from its 32 bytes.
     pub fn from_bytes(bytes: &[u8; 32]) -> Self {
         Self(Secret::new(hmac::Key::new(hmac::HMAC_SHA256, bytes)))
