@@ -24,6 +24,7 @@ use moderation_shared::{
     telemetry,
 };
 
+pub mod classify;
 pub mod jobs;
 mod settings;
 
