@@ -11,6 +11,7 @@ pub mod crypto;
 pub mod db;
 pub mod domain;
 pub mod keys;
+pub mod media_hash;
 pub mod payload;
 pub mod provisioning;
 pub mod queue;

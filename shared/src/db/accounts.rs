@@ -134,3 +134,14 @@ pub async fn update_plan(
         .await?;
     Ok(row.as_ref().map(Account::from_row))
 }
+
+/// Bumps `id`'s policy version (and locks the account row until the transaction ends): every
+/// change to its custom categories or blocklist calls it, so workers reload their cached
+/// policy.
+pub async fn bump_policy_version(client: &impl GenericClient, id: AccountId) -> Result<(), DbError> {
+    let stmt = client
+        .prepare_cached("UPDATE accounts SET policy_version = policy_version + 1 WHERE id = $1")
+        .await?;
+    client.execute(&stmt, &[&id.0]).await?;
+    Ok(())
+}

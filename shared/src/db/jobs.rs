@@ -297,3 +297,106 @@ pub async fn finish(
         delivery_id: Some(delivery_id),
     }))
 }
+
+/// A job a worker has taken: what it needs to classify it, with the account's policy stamp.
+#[derive(Debug, Clone)]
+pub struct ClaimedJob {
+    /// The job.
+    pub id: JobId,
+    /// Its account.
+    pub account_id: AccountId,
+    /// The text (a chat as `role: content` lines) or the media URL.
+    pub content: String,
+    /// A chat's messages as submitted.
+    pub messages: Option<serde_json::Value>,
+    /// Tries so far, this one included.
+    pub attempts: i32,
+    /// Whether the account runs the NSFW check.
+    pub nsfw_check: bool,
+    /// The account's policy version (bumped by every change to its categories or terms).
+    pub policy_version: i64,
+}
+
+/// What [`claim`] did.
+#[derive(Debug, Clone)]
+pub enum Claim {
+    /// The job moved to `processing` with one more attempt.
+    Claimed(ClaimedJob),
+    /// The job had used all `max_tries` and is now `failed` with `INTERNAL`.
+    Exhausted,
+    /// The job was already taken or finished: a duplicate delivery.
+    Duplicate,
+}
+
+/// Claims job `id`: a queued job (or, when `redelivery`, one a lost worker left `processing`)
+/// moves to `processing` in `first_stage` with one more attempt, or to `failed` with
+/// `INTERNAL` when it has had `max_tries` already. Anything else is a duplicate.
+pub async fn claim(
+    client: &impl GenericClient,
+    id: JobId,
+    max_tries: i32,
+    redelivery: bool,
+    first_stage: &str,
+) -> Result<Claim, DbError> {
+    let stmt = client
+        .prepare_cached(
+            "UPDATE jobs SET
+                 status = CASE WHEN attempts >= $2 THEN 'failed' ELSE 'processing' END,
+                 stage = CASE WHEN attempts >= $2 THEN 'failed' ELSE $4 END,
+                 attempts = CASE WHEN attempts >= $2 THEN attempts ELSE attempts + 1 END,
+                 error_code = CASE WHEN attempts >= $2 THEN 'INTERNAL' ELSE error_code END,
+                 error_message = CASE WHEN attempts >= $2
+                     THEN 'The job did not complete after ' || $2 || ' tries.'
+                     ELSE error_message END,
+                 completed_at = CASE WHEN attempts >= $2 THEN now() ELSE completed_at END,
+                 updated_at = now()
+             FROM accounts a
+             WHERE jobs.id = $1 AND a.id = jobs.account_id
+               AND (jobs.status = 'queued' OR (jobs.status = 'processing' AND $3))
+             RETURNING jobs.status, jobs.account_id, jobs.content, jobs.messages, jobs.attempts,
+                       a.nsfw_check, a.policy_version",
+        )
+        .await?;
+    let row = client
+        .query_opt(&stmt, &[&id.0, &max_tries, &redelivery, &first_stage])
+        .await?;
+    Ok(match row {
+        None => Claim::Duplicate,
+        Some(row) if row.get::<_, &str>("status") == "failed" => Claim::Exhausted,
+        Some(row) => Claim::Claimed(ClaimedJob {
+            id,
+            account_id: AccountId(row.get("account_id")),
+            content: row.get("content"),
+            messages: row.get("messages"),
+            attempts: row.get("attempts"),
+            nsfw_check: row.get("nsfw_check"),
+            policy_version: row.get("policy_version"),
+        }),
+    })
+}
+
+/// Moves a `processing` job to `stage` (`fetching`, `transcribing`, `classifying`).
+pub async fn set_stage(client: &impl GenericClient, id: JobId, stage: &str) -> Result<(), DbError> {
+    let stmt = client
+        .prepare_cached(
+            "UPDATE jobs SET stage = $2, updated_at = now()
+             WHERE id = $1 AND status = 'processing'",
+        )
+        .await?;
+    client.execute(&stmt, &[&id.0, &stage]).await?;
+    Ok(())
+}
+
+/// Gives a `processing` job back to the queue after a transient failure: it becomes `queued`
+/// again, marked as enqueued now, so the relay puts it back on the queue once its grace time
+/// has passed (the retry's backoff). `false` when the job was no longer processing.
+pub async fn requeue(client: &impl GenericClient, id: JobId) -> Result<bool, DbError> {
+    let stmt = client
+        .prepare_cached(
+            "UPDATE jobs SET status = 'queued', stage = 'queued', enqueued_at = now(),
+                             updated_at = now()
+             WHERE id = $1 AND status = 'processing'",
+        )
+        .await?;
+    Ok(client.execute(&stmt, &[&id.0]).await? == 1)
+}

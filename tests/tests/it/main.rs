@@ -7,7 +7,9 @@
 )]
 
 mod api;
+mod classification;
 mod dispatcher;
+mod fetch;
 mod metrics;
 mod modctl;
 mod queue;
