@@ -1,6 +1,7 @@
 //! Classification end to end: jobs submitted through the api, decided by a worker, read back
 //! through the api, with their webhook delivery rows.
 
+mod media;
 mod text;
 
 use moderation_shared::url_guard::UrlGuard;
