@@ -34,6 +34,8 @@ pub const QUEUE_DEPTH: &str = "queue_depth";
 /// Jobs a worker took to an end or gave back, by `modality` and `outcome` (`passed`,
 /// `prohibited`, `failed`, `requeued`, `exhausted`).
 pub const JOBS_TOTAL: &str = "worker_jobs_total";
+/// From submission to result (completed or failed), by `modality`.
+pub const JOB_TURNAROUND_SECONDS: &str = "job_turnaround_seconds";
 /// Time to classify one job (fetching included), by `modality` and `provider`.
 pub const CLASSIFY_DURATION_SECONDS: &str = "worker_classify_duration_seconds";
 
@@ -147,6 +149,11 @@ fn describe() {
         JOBS_TOTAL,
         Unit::Count,
         "Jobs a worker finished or gave back, by modality and outcome."
+    );
+    describe_histogram!(
+        JOB_TURNAROUND_SECONDS,
+        Unit::Seconds,
+        "Time from submission to result, by modality."
     );
     describe_histogram!(
         CLASSIFY_DURATION_SECONDS,

@@ -11,6 +11,7 @@ pub mod dispatch;
 pub mod fixtures;
 pub mod forms;
 pub mod media;
+pub mod model_server;
 pub mod receiver;
 pub mod registry;
 pub mod worker;

@@ -40,3 +40,10 @@ impl From<DbError> for Failure {
         Self::transient("INTERNAL", "The service failed while processing the job.")
     }
 }
+
+impl From<crate::classify::openai::ProviderError> for Failure {
+    fn from(err: crate::classify::openai::ProviderError) -> Self {
+        tracing::warn!(error = %err, "The model server gave no verdict");
+        Self::permanent(err.code(), err.message())
+    }
+}

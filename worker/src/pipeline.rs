@@ -10,7 +10,7 @@ use moderation_shared::{
 };
 
 use crate::{
-    classify::{local, normalise::NormalisedText, openai::OpenAiProvider, scrub, TextContent,
+    classify::{local, normalise::NormalisedText, openai::{OpenAiProvider, VisualKind}, scrub, TextContent,
                Verdict},
     error::Failure,
     fetch::MediaFetcher,
@@ -123,7 +123,10 @@ impl Pipeline {
         media: &crate::classify::Media,
         policy: &AccountPolicy,
     ) -> Result<Verdict, Failure> {
-        let mut verdict = model.check_visual(modality, media, &policy.policy).await?;
+        let kind = VisualKind::try_from(modality).map_err(|_| {
+            Failure::permanent("INTERNAL", "Only images and videos have a visual check.")
+        })?;
+        let mut verdict = model.check_visual(kind, media, &policy.policy).await?;
         verdict.reason = verdict
             .reason
             .map(|reason| scrub::scrub(&reason, "", policy));

@@ -27,11 +27,16 @@ pub enum ClassifierSettings {
 }
 
 impl ClassifierSettings {
-    /// Reads `APP_CLASSIFIER` and, for `openai`, the `APP_OPENAI_*` and model variables.
-    pub fn from_env() -> Result<Self, ConfigError> {
+    /// Reads `APP_CLASSIFIER` and, for `openai`, the `APP_OPENAI_*` variables and the models
+    /// that jobs of `modalities` need.
+    pub fn from_env(modalities: &[Modality]) -> Result<Self, ConfigError> {
         match env_raw("APP_CLASSIFIER")?.as_deref().map(str::trim) {
             None | Some("local") => Ok(Self::Local),
-            Some("openai") => Ok(Self::OpenAi(OpenAiSettings::from_env()?)),
+            Some("openai") => {
+                let settings = OpenAiSettings::from_env()?;
+                settings.require_models(modalities)?;
+                Ok(Self::OpenAi(settings))
+            }
             Some(other) => Err(ConfigError::new(
                 "APP_CLASSIFIER",
                 format!("expected local or openai, got {other:?}"),
@@ -78,6 +83,7 @@ impl WorkerSettings {
                 .map_err(|reason| ConfigError::new("APP_WORKER_CONCURRENCY", reason))?,
             None => Concurrency::default(),
         };
+        let classifier = ClassifierSettings::from_env(&modalities)?;
         Ok(Self {
             database: DatabaseSettings::from_env()?,
             redis: RedisSettings::from_env()?,
@@ -89,7 +95,7 @@ impl WorkerSettings {
             url_guard: UrlGuard::system(env_bool("APP_ALLOW_PRIVATE_URLS", false)?),
             extra_ca_pem: extra_ca_pem_from_env()?,
             media_timeout: Duration::from_millis(env_or("APP_MEDIA_TIMEOUT_MS", 120_000u64)?.max(1)),
-            classifier: ClassifierSettings::from_env()?,
+            classifier,
         })
     }
 

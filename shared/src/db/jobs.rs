@@ -207,6 +207,8 @@ pub async fn list(
 pub struct Finished {
     /// The delivery made for it, when the job had a target.
     pub delivery_id: Option<uuid::Uuid>,
+    /// From submission to this result.
+    pub since_submitted: time::Duration,
 }
 
 /// Ends a job that is not yet terminal with `outcome`, and stores its webhook delivery: to the
@@ -252,7 +254,7 @@ pub async fn finish(
                     categories = $6, nsfw_checked = $7, error_code = $8, error_message = $9, \
                     completed_at = now(), updated_at = now() \
              WHERE id = $1 AND status IN ('queued', 'processing') \
-             RETURNING account_id, completed_at, \
+             RETURNING account_id, created_at, completed_at, \
                        coalesce(webhook_url, \
                                 (SELECT url FROM webhook_endpoints e WHERE e.account_id = jobs.account_id)) \
                            AS target",
@@ -277,8 +279,13 @@ pub async fn finish(
     else {
         return Ok(None);
     };
+    let since_submitted = row.get::<_, OffsetDateTime>("completed_at")
+        - row.get::<_, OffsetDateTime>("created_at");
     let Some(target) = row.get::<_, Option<String>>("target") else {
-        return Ok(Some(Finished { delivery_id: None }));
+        return Ok(Some(Finished {
+            delivery_id: None,
+            since_submitted,
+        }));
     };
     let delivery_id = uuid::Uuid::now_v7();
     let body = crate::payload::body(id, outcome, row.get("completed_at"), delivery_id);
@@ -295,6 +302,7 @@ pub async fn finish(
     .await?;
     Ok(Some(Finished {
         delivery_id: Some(delivery_id),
+        since_submitted,
     }))
 }
 

@@ -126,9 +126,11 @@ pub async fn handle(job: QueuedJob, ctx: Data<JobContext>) -> Result<Handled, Jo
     let tx = client.transaction().await?;
     let finished = db::jobs::finish(&tx, job.job_id, &outcome).await?;
     tx.commit().await?;
-    if finished.is_none() {
+    let Some(finished) = finished else {
         return Ok(Handled::Duplicate);
-    }
+    };
+    metrics::histogram!(telemetry::JOB_TURNAROUND_SECONDS, "modality" => job.modality.as_str())
+        .record(finished.since_submitted.as_seconds_f64());
     count(
         job.modality,
         match &outcome {
