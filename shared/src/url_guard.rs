@@ -236,9 +236,7 @@ pub fn is_development_reachable(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => {
             let [a, b, ..] = v4.octets();
-            v4.is_loopback()
-                || v4.is_private()
-                || (a == 100 && (64..128).contains(&b))
+            v4.is_loopback() || v4.is_private() || (a == 100 && (64..128).contains(&b))
         }
         IpAddr::V6(v6) => {
             v6.is_loopback()
@@ -278,7 +276,8 @@ impl reqwest::dns::Resolve for GuardResolver {
         let guard = self.0.clone();
         Box::pin(async move {
             let ips = guard.resolve_host(name.as_str()).await?;
-            let addrs: reqwest::dns::Addrs = Box::new(ips.into_iter().map(|ip| SocketAddr::new(ip, 0)));
+            let addrs: reqwest::dns::Addrs =
+                Box::new(ips.into_iter().map(|ip| SocketAddr::new(ip, 0)));
             Ok(addrs)
         })
     }

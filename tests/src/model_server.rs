@@ -38,7 +38,14 @@ impl ModelServer {
         let model = std::env::var("MODEL_FILE")
             .expect("MODEL_FILE names the GGUF model (scripts/test sets it)");
         let child = Command::new(python)
-            .args(["-m", "llama_cpp.server", "--model", &model, "--host", "127.0.0.1"])
+            .args([
+                "-m",
+                "llama_cpp.server",
+                "--model",
+                &model,
+                "--host",
+                "127.0.0.1",
+            ])
             .args(["--port", &self.port.to_string(), "--n_ctx", "2048"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -47,10 +54,14 @@ impl ModelServer {
         self.child = Some(child);
         let client = reqwest::Client::new();
         let models = format!("{}/v1/models", self.base_url);
-        eventually(Duration::from_secs(120), "the model server to answer", || async {
-            let response = client.get(&models).send().await.ok()?;
-            response.status().is_success().then_some(())
-        })
+        eventually(
+            Duration::from_secs(120),
+            "the model server to answer",
+            || async {
+                let response = client.get(&models).send().await.ok()?;
+                response.status().is_success().then_some(())
+            },
+        )
         .await;
     }
 

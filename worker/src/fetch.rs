@@ -115,7 +115,11 @@ impl MediaFetcher {
             .map_err(refused)
     }
 
-    async fn read(&self, status: StatusCode, response: reqwest::Response) -> Result<Media, Failure> {
+    async fn read(
+        &self,
+        status: StatusCode,
+        response: reqwest::Response,
+    ) -> Result<Media, Failure> {
         if !status.is_success() {
             let message = format!("The media server answered {}.", status.as_u16());
             return Err(
@@ -132,7 +136,10 @@ impl MediaFetcher {
                 format!("The media is larger than {} bytes.", self.max_bytes),
             )
         };
-        if response.content_length().is_some_and(|n| n > self.max_bytes) {
+        if response
+            .content_length()
+            .is_some_and(|n| n > self.max_bytes)
+        {
             return Err(too_large());
         }
         let content_type = response
@@ -161,10 +168,9 @@ impl MediaFetcher {
 /// A URL the guard refused.
 fn refused(err: UrlError) -> Failure {
     match err {
-        UrlError::Unresolvable => Failure::transient(
-            "MEDIA_UNREACHABLE",
-            "The media host name did not resolve.",
-        ),
+        UrlError::Unresolvable => {
+            Failure::transient("MEDIA_UNREACHABLE", "The media host name did not resolve.")
+        }
         other => Failure::permanent(
             "URL_NOT_ALLOWED",
             format!("The media URL is not allowed: {other}."),

@@ -10,8 +10,12 @@ use moderation_shared::{
 };
 
 use crate::{
-    classify::{local, normalise::NormalisedText, openai::{OpenAiProvider, VisualKind}, scrub, TextContent,
-               Verdict},
+    classify::{
+        local,
+        normalise::NormalisedText,
+        openai::{OpenAiProvider, VisualKind},
+        scrub, TextContent, Verdict,
+    },
     error::Failure,
     fetch::MediaFetcher,
     policy::{AccountPolicy, PolicyCache},

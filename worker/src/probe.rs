@@ -60,11 +60,7 @@ fn declared(params: &CodecParameters) -> Option<Duration> {
 }
 
 /// The end of the last packet of `track`, walking the packets without decoding them.
-fn walked(
-    format: &mut dyn FormatReader,
-    track: u32,
-    params: &CodecParameters,
-) -> Option<Duration> {
+fn walked(format: &mut dyn FormatReader, track: u32, params: &CodecParameters) -> Option<Duration> {
     let mut end: Option<u64> = None;
     loop {
         match format.next_packet() {

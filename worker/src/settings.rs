@@ -94,7 +94,9 @@ impl WorkerSettings {
             shutdown_timeout: Duration::from_secs(25),
             url_guard: UrlGuard::system(env_bool("APP_ALLOW_PRIVATE_URLS", false)?),
             extra_ca_pem: extra_ca_pem_from_env()?,
-            media_timeout: Duration::from_millis(env_or("APP_MEDIA_TIMEOUT_MS", 120_000u64)?.max(1)),
+            media_timeout: Duration::from_millis(
+                env_or("APP_MEDIA_TIMEOUT_MS", 120_000u64)?.max(1),
+            ),
             classifier,
         })
     }

@@ -138,7 +138,10 @@ pub async fn update_plan(
 /// Bumps `id`'s policy version (and locks the account row until the transaction ends): every
 /// change to its custom categories or blocklist calls it, so workers reload their cached
 /// policy.
-pub async fn bump_policy_version(client: &impl GenericClient, id: AccountId) -> Result<(), DbError> {
+pub async fn bump_policy_version(
+    client: &impl GenericClient,
+    id: AccountId,
+) -> Result<(), DbError> {
     let stmt = client
         .prepare_cached("UPDATE accounts SET policy_version = policy_version + 1 WHERE id = $1")
         .await?;

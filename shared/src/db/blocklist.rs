@@ -8,7 +8,10 @@ use crate::domain::AccountId;
 pub const MAX_PER_ACCOUNT: i64 = 10_000;
 
 /// `account`'s terms, sorted.
-pub async fn terms(client: &impl GenericClient, account: AccountId) -> Result<Vec<String>, DbError> {
+pub async fn terms(
+    client: &impl GenericClient,
+    account: AccountId,
+) -> Result<Vec<String>, DbError> {
     let stmt = client
         .prepare_cached("SELECT term FROM blocklist_terms WHERE account_id = $1 ORDER BY term")
         .await?;

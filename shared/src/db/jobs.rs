@@ -279,8 +279,8 @@ pub async fn finish(
     else {
         return Ok(None);
     };
-    let since_submitted = row.get::<_, OffsetDateTime>("completed_at")
-        - row.get::<_, OffsetDateTime>("created_at");
+    let since_submitted =
+        row.get::<_, OffsetDateTime>("completed_at") - row.get::<_, OffsetDateTime>("created_at");
     let Some(target) = row.get::<_, Option<String>>("target") else {
         return Ok(Some(Finished {
             delivery_id: None,

@@ -58,15 +58,25 @@ async fn a_redirect_to_the_metadata_address_or_another_scheme_is_refused() {
         "http://user:pass@127.0.0.1/",
     ] {
         let err = failure(&fetcher, &server.url(&format!("/to?{target}"))).await;
-        assert_eq!((err.code, err.retryable), ("URL_NOT_ALLOWED", false), "{target}");
+        assert_eq!(
+            (err.code, err.retryable),
+            ("URL_NOT_ALLOWED", false),
+            "{target}"
+        );
     }
     assert_eq!(server.requests("/to"), 5, "only the first hop was fetched");
 }
 
 #[tokio::test]
 async fn a_host_resolving_to_the_metadata_address_is_refused_even_with_private_urls_allowed() {
-    let fixed = [("metadata.test".to_owned(), vec!["169.254.169.254".parse().unwrap()])];
-    let resolver = OverrideResolver::new(fixed.into_iter().collect(), std::sync::Arc::new(SystemResolver));
+    let fixed = [(
+        "metadata.test".to_owned(),
+        vec!["169.254.169.254".parse().unwrap()],
+    )];
+    let resolver = OverrideResolver::new(
+        fixed.into_iter().collect(),
+        std::sync::Arc::new(SystemResolver),
+    );
     let guard = UrlGuard::new(std::sync::Arc::new(resolver), true);
     let fetcher = MediaFetcher::new(guard, Duration::from_secs(5), None).unwrap();
 
@@ -88,7 +98,11 @@ async fn bodies_at_the_size_limit_pass_and_one_byte_more_is_too_large() {
             .unwrap();
         let over = failure(&fetcher, &server.url(&format!("/{declared}/{}", limit + 1))).await;
         assert_eq!(at.bytes.len() as u64, limit, "{declared}");
-        assert_eq!((over.code, over.retryable), ("MEDIA_TOO_LARGE", false), "{declared}");
+        assert_eq!(
+            (over.code, over.retryable),
+            ("MEDIA_TOO_LARGE", false),
+            "{declared}"
+        );
     }
 }
 
@@ -97,8 +111,16 @@ async fn the_default_limit_is_100_mib_and_reading_stops_past_it() {
     let server = MediaServer::start().await;
     let fetcher = fetcher(Duration::from_secs(60));
 
-    let err = failure(&fetcher, &server.url(&format!("/zeros-chunked/{}", MAX_MEDIA_BYTES + 1))).await;
-    let declared = failure(&fetcher, &server.url(&format!("/zeros/{}", MAX_MEDIA_BYTES + 1))).await;
+    let err = failure(
+        &fetcher,
+        &server.url(&format!("/zeros-chunked/{}", MAX_MEDIA_BYTES + 1)),
+    )
+    .await;
+    let declared = failure(
+        &fetcher,
+        &server.url(&format!("/zeros/{}", MAX_MEDIA_BYTES + 1)),
+    )
+    .await;
 
     assert_eq!(MAX_MEDIA_BYTES, 104_857_600);
     assert_eq!(err.code, "MEDIA_TOO_LARGE");
@@ -110,9 +132,20 @@ async fn server_errors_are_worth_retrying_and_client_errors_are_not() {
     let server = MediaServer::start().await;
     let fetcher = fetcher(Duration::from_secs(5));
 
-    for (code, retryable) in [(404, false), (403, false), (410, false), (429, true), (500, true), (503, true)] {
+    for (code, retryable) in [
+        (404, false),
+        (403, false),
+        (410, false),
+        (429, true),
+        (500, true),
+        (503, true),
+    ] {
         let err = failure(&fetcher, &server.url(&format!("/status/{code}"))).await;
-        assert_eq!((err.code, err.retryable), ("MEDIA_UNREACHABLE", retryable), "{code}");
+        assert_eq!(
+            (err.code, err.retryable),
+            ("MEDIA_UNREACHABLE", retryable),
+            "{code}"
+        );
     }
 }
 
@@ -130,13 +163,20 @@ async fn a_body_that_never_ends_is_cut_at_the_deadline() {
 #[tokio::test]
 async fn a_refused_connection_is_worth_retrying() {
     let port = moderation_tests::unused_port();
-    let err = failure(&fetcher(Duration::from_secs(5)), &format!("http://127.0.0.1:{port}/a")).await;
+    let err = failure(
+        &fetcher(Duration::from_secs(5)),
+        &format!("http://127.0.0.1:{port}/a"),
+    )
+    .await;
     assert_eq!((err.code, err.retryable), ("MEDIA_UNREACHABLE", true));
 }
 
 #[test]
 fn audio_of_exactly_30_minutes_passes_and_a_sample_more_is_over() {
-    assert_eq!(audio_duration(wav(8000, 8000 * 90)).unwrap(), Duration::from_secs(90));
+    assert_eq!(
+        audio_duration(wav(8000, 8000 * 90)).unwrap(),
+        Duration::from_secs(90)
+    );
     assert!(audio_duration(wav(1000, 1000 * 30 * 60)).unwrap() <= MAX_AUDIO);
     assert!(audio_duration(wav(1000, 1000 * 30 * 60 + 1)).unwrap() > MAX_AUDIO);
 }
@@ -153,10 +193,16 @@ fn a_re_encoded_image_is_a_pdq_neighbour_and_another_image_is_far() {
     let re_encoded = media_hash::pdq(&jpeg(10, 10)).unwrap();
     let other = media_hash::pdq(&png(40, 40)).unwrap();
 
-    assert_eq!(media_hash::hamming(&original, &media_hash::pdq(&png(10, 10)).unwrap()), 0);
+    assert_eq!(
+        media_hash::hamming(&original, &media_hash::pdq(&png(10, 10)).unwrap()),
+        0
+    );
     assert!(media_hash::hamming(&original, &re_encoded) <= 31);
     assert!(media_hash::hamming(&original, &other) > 31);
-    assert_ne!(media_hash::sha256(&png(10, 10)), media_hash::sha256(&jpeg(10, 10)));
+    assert_ne!(
+        media_hash::sha256(&png(10, 10)),
+        media_hash::sha256(&jpeg(10, 10))
+    );
     assert!(media_hash::pdq(b"not an image").is_err());
     assert_eq!(
         hex::encode(media_hash::sha256(b"abc")),

@@ -12,6 +12,7 @@ mod dispatcher;
 mod fetch;
 mod metrics;
 mod modctl;
+mod model_server;
 mod queue;
 mod registry;
 mod url_guard;

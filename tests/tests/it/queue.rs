@@ -332,10 +332,14 @@ async fn a_worker_finishes_the_job_it_holds_and_exits_cleanly_within_25_s_of_sig
         .await
         .unwrap();
     queue.enqueue(TEXT, job).await.unwrap();
-    eventually(Duration::from_secs(30), "the worker holding the job", || async {
-        let depth = queue.depth(TEXT, Duration::from_secs(15)).await.unwrap();
-        (depth.pending == 1).then_some(())
-    })
+    eventually(
+        Duration::from_secs(30),
+        "the worker holding the job",
+        || async {
+            let depth = queue.depth(TEXT, Duration::from_secs(15)).await.unwrap();
+            (depth.pending == 1).then_some(())
+        },
+    )
     .await;
 
     worker.terminate();
@@ -349,7 +353,10 @@ async fn a_worker_finishes_the_job_it_holds_and_exits_cleanly_within_25_s_of_sig
     assert!(status.success(), "{status:?}");
     assert!(signalled.elapsed() < Duration::from_secs(25));
     let (status, stage, attempts, _) = job_row(&app, job).await;
-    assert_eq!((status.as_str(), stage.as_str(), attempts), ("completed", "done", 1));
+    assert_eq!(
+        (status.as_str(), stage.as_str(), attempts),
+        ("completed", "done", 1)
+    );
     assert!(is_empty(&queue).await, "the finished job was acknowledged");
     assert_eq!(
         consumers(&queue).await,

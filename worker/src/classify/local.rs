@@ -4,9 +4,7 @@
 
 use moderation_shared::domain::Modality;
 
-use super::{
-    normalise::NormalisedText, terms, CustomCategory, Policy, Verdict, VisualCategories,
-};
+use super::{normalise::NormalisedText, terms, CustomCategory, Policy, Verdict, VisualCategories};
 use crate::policy::{AccountPolicy, AccountTerm};
 
 /// The largest Hamming distance between two PDQ hashes that still counts as the same image.
@@ -75,9 +73,7 @@ pub fn bank_verdict(modality: Modality, categories: &[String], policy: &Policy) 
     }
     if let Some(category) = flagged {
         verdict.prohibited = true;
-        verdict.reason = Some(format!(
-            "The media matches a hash bank entry ({category})."
-        ));
+        verdict.reason = Some(format!("The media matches a hash bank entry ({category})."));
     }
     verdict
 }

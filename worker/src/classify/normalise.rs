@@ -79,7 +79,9 @@ impl NormalisedText {
 
     /// The index of the letter that byte `offset` of [`Self::collapsed`] belongs to.
     pub fn letter_index(&self, offset: usize) -> usize {
-        self.letter_at.get(offset).map_or(self.letters.len(), |&i| i as usize)
+        self.letter_at
+            .get(offset)
+            .map_or(self.letters.len(), |&i| i as usize)
     }
 
     /// Whether it holds no letters.
@@ -181,10 +183,7 @@ fn tokens(text: &str) -> Vec<Token> {
     let mut chars = text.char_indices().peekable();
     while let Some((start, c)) = chars.next() {
         let next_is_word = chars.peek().is_some_and(|&(_, n)| is_word_char(n));
-        let kind = if is_word_char(c)
-            || is_invisible(c)
-            || (is_symbol_letter(c) && next_is_word)
-        {
+        let kind = if is_word_char(c) || is_invisible(c) || (is_symbol_letter(c) && next_is_word) {
             TokenKind::Word
         } else {
             TokenKind::Gap

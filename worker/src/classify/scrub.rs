@@ -176,7 +176,11 @@ mod tests {
     fn a_reason_with_nothing_to_remove_is_unchanged() {
         let reason = "The text describes graphic violence.";
         assert_eq!(
-            scrub(reason, "A story about a battle in the hills", &account(&["banana"])),
+            scrub(
+                reason,
+                "A story about a battle in the hills",
+                &account(&["banana"])
+            ),
             reason
         );
     }

@@ -246,7 +246,9 @@ mod tests {
         let found = global().find(&NormalisedText::new("I will kill you tomorrow"));
         assert_eq!(found[0].category, "violence");
         assert!(global()
-            .find(&NormalisedText::new("What a lovely day for a picnic with friends."))
+            .find(&NormalisedText::new(
+                "What a lovely day for a picnic with friends."
+            ))
             .is_empty());
     }
 }

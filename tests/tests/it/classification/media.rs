@@ -53,7 +53,13 @@ impl Fleet {
         (job, self.app.finished_job(&self.key, job).await)
     }
 
-    async fn bank(&self, account: Option<AccountId>, category: &str, sha: Option<[u8; 32]>, pdq: Option<[u8; 32]>) {
+    async fn bank(
+        &self,
+        account: Option<AccountId>,
+        category: &str,
+        sha: Option<[u8; 32]>,
+        pdq: Option<[u8; 32]>,
+    ) {
         let client = self.app.db.pool.get().await.unwrap();
         db::hash_bank::insert(
             &client,
@@ -71,7 +77,10 @@ impl Fleet {
     async fn set_nsfw_check(&self, on: bool) {
         let client = self.app.db.pool.get().await.unwrap();
         client
-            .execute("UPDATE accounts SET nsfw_check = $2 WHERE id = $1", &[&self.key.account.0, &on])
+            .execute(
+                "UPDATE accounts SET nsfw_check = $2 WHERE id = $1",
+                &[&self.key.account.0, &on],
+            )
             .await
             .unwrap();
     }
@@ -81,7 +90,14 @@ impl Fleet {
 async fn an_image_in_the_global_bank_is_rejected_with_its_category() {
     let fleet = media_fleet().await;
     let url = fleet.media.add("a.png", png(10, 10), "image/png");
-    fleet.bank(None, "underage", Some(media_hash::sha256(&png(10, 10))), None).await;
+    fleet
+        .bank(
+            None,
+            "underage",
+            Some(media_hash::sha256(&png(10, 10))),
+            None,
+        )
+        .await;
     let clean_url = fleet.media.add("b.png", png(40, 40), "image/png");
 
     let (job, hit) = fleet.run("image", &url).await;
@@ -90,17 +106,25 @@ async fn an_image_in_the_global_bank_is_rejected_with_its_category() {
     assert_eq!(hit["status"], "completed");
     assert_eq!(hit["is_prohibited"], true);
     assert!(hit["reason"].as_str().unwrap().contains("underage"));
-    assert_eq!(hit["categories"], json!({"ai_adult_general": false, "underage": true, "nsfw": false}));
+    assert_eq!(
+        hit["categories"],
+        json!({"ai_adult_general": false, "underage": true, "nsfw": false})
+    );
     assert_eq!(fleet.app.deliveries_of(job).await, 1);
     assert_eq!(clean["is_prohibited"], false);
-    assert_eq!(clean["categories"], json!({"ai_adult_general": false, "underage": false, "nsfw": false}));
+    assert_eq!(
+        clean["categories"],
+        json!({"ai_adult_general": false, "underage": false, "nsfw": false})
+    );
 }
 
 #[tokio::test]
 async fn a_re_encoded_image_matches_its_pdq_entry_and_nsfw_is_not_judged_when_the_check_is_off() {
     let fleet = media_fleet().await;
     let pdq = media_hash::pdq(&png(10, 10)).unwrap();
-    fleet.bank(Some(fleet.key.account), "nsfw", None, Some(pdq)).await;
+    fleet
+        .bank(Some(fleet.key.account), "nsfw", None, Some(pdq))
+        .await;
     let url = fleet.media.add("a.jpg", jpeg(10, 10), "image/jpeg");
 
     let (_, checked) = fleet.run("image", &url).await;
@@ -110,14 +134,24 @@ async fn a_re_encoded_image_matches_its_pdq_entry_and_nsfw_is_not_judged_when_th
     assert_eq!(checked["is_prohibited"], true);
     assert_eq!(checked["categories"]["nsfw"], true);
     assert_eq!(unchecked["is_prohibited"], false, "{unchecked}");
-    assert_eq!(unchecked["categories"], json!({"ai_adult_general": false, "underage": false}));
+    assert_eq!(
+        unchecked["categories"],
+        json!({"ai_adult_general": false, "underage": false})
+    );
 }
 
 #[tokio::test]
 async fn another_accounts_bank_entries_do_not_apply() {
     let fleet = media_fleet().await;
     let other = fleet.app.create_account().await;
-    fleet.bank(Some(other), "underage", Some(media_hash::sha256(&png(10, 10))), None).await;
+    fleet
+        .bank(
+            Some(other),
+            "underage",
+            Some(media_hash::sha256(&png(10, 10))),
+            None,
+        )
+        .await;
     let url = fleet.media.add("a.png", png(10, 10), "image/png");
 
     let (_, body) = fleet.run("image", &url).await;
@@ -138,8 +172,22 @@ async fn video_and_audio_match_by_exact_hash_including_custom_categories() {
             .unwrap();
         tx.commit().await.unwrap();
     }
-    fleet.bank(Some(fleet.key.account), "piracy", Some(media_hash::sha256(&video)), None).await;
-    fleet.bank(None, "ai_adult_general", Some(media_hash::sha256(&audio)), None).await;
+    fleet
+        .bank(
+            Some(fleet.key.account),
+            "piracy",
+            Some(media_hash::sha256(&video)),
+            None,
+        )
+        .await;
+    fleet
+        .bank(
+            None,
+            "ai_adult_general",
+            Some(media_hash::sha256(&audio)),
+            None,
+        )
+        .await;
     let video_url = fleet.media.add("v.mp4", video, "video/mp4");
     let audio_url = fleet.media.add("a.wav", audio, "audio/wav");
     let quiet_url = fleet.media.add("q.wav", wav(8000, 4000), "audio/wav");
@@ -161,11 +209,19 @@ async fn video_and_audio_match_by_exact_hash_including_custom_categories() {
 #[tokio::test]
 async fn media_that_cannot_be_classified_fails_with_the_contract_code() {
     let fleet = media_fleet().await;
-    let long = fleet.media.add("long.wav", wav(1000, 31 * 60 * 1000), "audio/wav");
-    let garbage = fleet.media.add("g.png", b"not an image".to_vec(), "image/png");
-    let to_metadata = fleet.media.url("/to?http://169.254.169.254/latest/meta-data/");
+    let long = fleet
+        .media
+        .add("long.wav", wav(1000, 31 * 60 * 1000), "audio/wav");
+    let garbage = fleet
+        .media
+        .add("g.png", b"not an image".to_vec(), "image/png");
+    let to_metadata = fleet
+        .media
+        .url("/to?http://169.254.169.254/latest/meta-data/");
     let missing = fleet.media.url("/status/404");
-    let huge = fleet.media.url(&format!("/zeros-chunked/{}", 100 * 1024 * 1024 + 1));
+    let huge = fleet
+        .media
+        .url(&format!("/zeros-chunked/{}", 100 * 1024 * 1024 + 1));
 
     for (kind, url, code) in [
         ("audio", long.as_str(), "MEDIA_TOO_LONG"),
@@ -185,7 +241,10 @@ async fn media_that_cannot_be_classified_fails_with_the_contract_code() {
             .unwrap()
             .get(0);
         let sent: Value = serde_json::from_slice(&sent).unwrap();
-        assert_eq!((sent["status"].as_str(), sent["error"]["code"].as_str()), (Some("failed"), Some(code)));
+        assert_eq!(
+            (sent["status"].as_str(), sent["error"]["code"].as_str()),
+            (Some("failed"), Some(code))
+        );
     }
 }
 
@@ -205,7 +264,10 @@ async fn a_transient_fetch_failure_puts_the_job_back_on_the_queue_until_it_succe
         .json()
         .await
         .unwrap();
-    assert_eq!((progress["stage"].as_str(), progress["attempts"].as_i64()), (Some("done"), Some(3)));
+    assert_eq!(
+        (progress["stage"].as_str(), progress["attempts"].as_i64()),
+        (Some("done"), Some(3))
+    );
 }
 
 #[tokio::test]

@@ -110,12 +110,17 @@ async fn the_account_blocklist_applies_from_the_next_job_after_a_change() {
 
     let mut client = app.db.pool.get().await.unwrap();
     let tx = client.transaction().await.unwrap();
-    assert!(db::blocklist::add(&tx, key.account, &["banana".to_owned()]).await.unwrap());
+    assert!(db::blocklist::add(&tx, key.account, &["banana".to_owned()])
+        .await
+        .unwrap());
     tx.commit().await.unwrap();
     let rejected = verdict(&app, &key, "I love B4NANAS? no: I love b a n a n a").await;
 
     assert_eq!(rejected["is_prohibited"], true, "{rejected}");
-    assert!(rejected["reason"].as_str().unwrap().contains("account's blocklist"));
+    assert!(rejected["reason"]
+        .as_str()
+        .unwrap()
+        .contains("account's blocklist"));
     let other = app.account_with_key(None).await;
     app.lift_rate_limit(other.account).await;
     let elsewhere = verdict(&app, &other, "I love b a n a n a").await;
