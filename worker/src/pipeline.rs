@@ -27,7 +27,7 @@ pub enum Provider {
     /// Built in: the blocklists and hash banks alone decide; no network.
     Local,
     /// An OpenAI-compatible model server.
-    OpenAi(OpenAiProvider),
+    OpenAi(Box<OpenAiProvider>),
 }
 
 /// Policies, fetcher and provider, shared by every job of a worker process.
@@ -49,10 +49,10 @@ impl Pipeline {
         .map_err(|e| StartupError::HttpClient(e.into()))?;
         let provider = match &settings.classifier {
             ClassifierSettings::Local => Provider::Local,
-            ClassifierSettings::OpenAi(openai) => Provider::OpenAi(
-                OpenAiProvider::new(openai.clone())
+            ClassifierSettings::OpenAi(openai) => Provider::OpenAi(Box::new(
+                OpenAiProvider::new(openai.as_ref().clone())
                     .map_err(|e| StartupError::HttpClient(e.into()))?,
-            ),
+            )),
         };
         Ok(Self {
             pool,

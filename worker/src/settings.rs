@@ -23,7 +23,7 @@ pub enum ClassifierSettings {
     /// `local` (the default): built in, no network.
     Local,
     /// `openai`: an OpenAI-compatible model server.
-    OpenAi(OpenAiSettings),
+    OpenAi(Box<OpenAiSettings>),
 }
 
 impl ClassifierSettings {
@@ -35,7 +35,7 @@ impl ClassifierSettings {
             Some("openai") => {
                 let settings = OpenAiSettings::from_env()?;
                 settings.require_models(modalities)?;
-                Ok(Self::OpenAi(settings))
+                Ok(Self::OpenAi(Box::new(settings)))
             }
             Some(other) => Err(ConfigError::new(
                 "APP_CLASSIFIER",

@@ -20,7 +20,7 @@ fn openai(server: &ModelServer, adjust: impl FnOnce(&mut OpenAiSettings)) -> Cla
     settings.retry_base = Duration::from_millis(100);
     settings.max_tokens = Some(120);
     adjust(&mut settings);
-    ClassifierSettings::OpenAi(settings)
+    ClassifierSettings::OpenAi(Box::new(settings))
 }
 
 async fn fleet(
