@@ -10,6 +10,7 @@ mod api;
 mod dispatcher;
 mod metrics;
 mod modctl;
+mod policies;
 mod queue;
 mod registry;
 mod url_guard;
