@@ -230,7 +230,8 @@ pub fn parse(raw: &str, use_: UrlUse) -> Result<Url, UrlError> {
 
 /// What `APP_ALLOW_PRIVATE_URLS` opens for development and tests: loopback, private
 /// (RFC 1918), CGNAT and unique-local addresses. Link-local addresses (the cloud metadata
-/// address 169.254.169.254 among them), multicast and unspecified addresses stay refused even
+/// address 169.254.169.254 among them), the metadata addresses inside the opened ranges
+/// (100.100.100.200, fd00:ec2::254), multicast and unspecified addresses stay refused even
 /// then.
 pub fn is_development_reachable(ip: IpAddr) -> bool {
     match ip {

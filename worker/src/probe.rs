@@ -1,9 +1,11 @@
 //! How long an audio clip plays, read from its container (symphonia), so clips over the spec's
 //! 30 minutes fail before any transcription.
 //!
-//! Formats: WAV, MP3, Ogg (Vorbis), FLAC, MP4/M4A (AAC) and Matroska/WebM. The length comes
-//! from the container's frame count where it has one; otherwise packets are walked (no
-//! decoding) and the last timestamp plus its duration is the length.
+//! Formats: WAV, MP3, Ogg (Vorbis), FLAC, MP4/M4A (AAC) and Matroska/WebM. The length is the
+//! longer of what the container declares and where its packets end (walked without decoding):
+//! a declared length is the uploader's claim, and for an MP3 without a Xing header it is only
+//! an estimate from the first frames. The walk stops once it is past [`MAX_AUDIO`], and a file
+//! of more than [`MAX_PACKETS`] packets is refused.
 
 use std::{io::Cursor, time::Duration};
 
@@ -20,6 +22,9 @@ use crate::error::Failure;
 
 /// The longest clip classified: 30 minutes (exactly 30:00 passes).
 pub const MAX_AUDIO: Duration = Duration::from_secs(30 * 60);
+
+/// The most packets walked before a file is refused as unsupported.
+pub const MAX_PACKETS: u64 = 2_000_000;
 
 /// The length of the audio in `bytes`.
 pub fn audio_duration(bytes: Vec<u8>) -> Result<Duration, Failure> {
@@ -42,10 +47,11 @@ pub fn audio_duration(bytes: Vec<u8>) -> Result<Duration, Failure> {
     let track = format.default_track().ok_or_else(unsupported)?;
     let params = track.codec_params.clone();
     let track_id = track.id;
-    if let Some(length) = declared(&params) {
-        return Ok(length);
+    let walked = walked(format.as_mut(), track_id, &params);
+    match (declared(&params), walked) {
+        (Some(declared), Some(walked)) => Ok(declared.max(walked)),
+        (one, other) => one.or(other).ok_or_else(unsupported),
     }
-    walked(format.as_mut(), track_id, &params).ok_or_else(unsupported)
 }
 
 /// The length the container declares.

@@ -1,49 +1,104 @@
-//! The `hash_bank` table: known media by exact SHA-256 and, for images, PDQ perceptual hash.
-//! An entry is global (`account_id` NULL) or an account's own, and names the category it flags.
+//! The `hash_bank` table: known media, by the exact SHA-256 of the bytes and, for images, by
+//! PDQ perceptual hash. An entry belongs to the global bank (checked for every account) or to
+//! one account, and names the category a match flags.
 
-use uuid::Uuid;
+use time::OffsetDateTime;
+use tokio_postgres::Row;
 
 use super::{DbError, GenericClient};
-use crate::domain::AccountId;
+use crate::domain::{AccountId, HashBankEntryId};
 
-/// A new bank entry.
-#[derive(Debug, Clone)]
+/// The categories the service itself checks; any other entry category names a custom category
+/// of the entry's account.
+pub const BUILT_IN_CATEGORIES: [&str; 3] = ["nsfw", "underage", "ai_adult_general"];
+
+/// An entry to store; at least one of the hashes must be present.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewEntry {
     /// The owning account, or `None` for the global bank.
     pub account: Option<AccountId>,
-    /// `nsfw`, `underage`, `ai_adult_general` or a custom category's name.
+    /// What a match flags: one of [`BUILT_IN_CATEGORIES`] or a custom category's name.
     pub category: String,
-    /// The exact hash.
+    /// The SHA-256 of the bytes.
     pub sha256: Option<[u8; 32]>,
-    /// The perceptual hash of an image.
+    /// The PDQ hash of an image.
     pub pdq: Option<[u8; 32]>,
 }
 
-/// Stores `entry`; returns its id.
-pub async fn insert(client: &impl GenericClient, entry: &NewEntry) -> Result<Uuid, DbError> {
+/// A stored entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HashBankEntry {
+    /// Its id.
+    pub id: HashBankEntryId,
+    /// The owning account, or `None` for the global bank.
+    pub account: Option<AccountId>,
+    /// What a match flags.
+    pub category: String,
+    /// The SHA-256 of the bytes.
+    pub sha256: Option<[u8; 32]>,
+    /// The PDQ hash of an image.
+    pub pdq: Option<[u8; 32]>,
+    /// When it was first stored.
+    pub created_at: OffsetDateTime,
+}
+
+impl HashBankEntry {
+    fn from_row(row: &Row) -> Self {
+        Self {
+            id: HashBankEntryId(row.get("id")),
+            account: row
+                .get::<_, Option<uuid::Uuid>>("account_id")
+                .map(AccountId),
+            category: row.get("category"),
+            sha256: hash_of(row.get("sha256")),
+            pdq: hash_of(row.get("pdq")),
+            created_at: row.get("created_at"),
+        }
+    }
+}
+
+/// A 32-byte hash column (the table's checks guarantee the length).
+fn hash_of(bytes: Option<&[u8]>) -> Option<[u8; 32]> {
+    bytes.and_then(|b| b.try_into().ok())
+}
+
+/// Stores `entry`, or finds the identical entry (same owner, category and hashes) stored
+/// before; either way returns the stored entry.
+pub async fn insert(
+    client: &impl GenericClient,
+    entry: &NewEntry,
+) -> Result<HashBankEntry, DbError> {
     let stmt = client
         .prepare_cached(
-            "INSERT INTO hash_bank (id, account_id, category, sha256, pdq) \
-             VALUES ($1, $2, $3, $4, $5)",
+            "WITH new AS ( \
+                 INSERT INTO hash_bank (id, account_id, category, sha256, pdq) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING \
+                 RETURNING id, account_id, category, sha256, pdq, created_at) \
+             SELECT * FROM new \
+             UNION ALL \
+             SELECT id, account_id, category, sha256, pdq, created_at FROM hash_bank \
+             WHERE account_id IS NOT DISTINCT FROM $2 AND category = $3 \
+               AND sha256 IS NOT DISTINCT FROM $4 AND pdq IS NOT DISTINCT FROM $5 \
+             LIMIT 1",
         )
         .await?;
-    let id = Uuid::now_v7();
-    client
-        .execute(
+    let row = client
+        .query_one(
             &stmt,
             &[
-                &id,
+                &HashBankEntryId::new().0,
                 &entry.account.map(|a| a.0),
                 &entry.category,
-                &entry.sha256.as_ref().map(|h| h.as_slice()),
-                &entry.pdq.as_ref().map(|h| h.as_slice()),
+                &entry.sha256.as_ref().map(<[u8; 32]>::as_slice),
+                &entry.pdq.as_ref().map(<[u8; 32]>::as_slice),
             ],
         )
         .await?;
-    Ok(id)
+    Ok(HashBankEntry::from_row(&row))
 }
 
-/// The categories of the global and `account`'s entries whose SHA-256 is `sha256`.
+/// The distinct categories of the global entries and `account`'s own whose SHA-256 is
+/// `sha256`, sorted.
 pub async fn categories_for_sha256(
     client: &impl GenericClient,
     account: AccountId,
@@ -52,16 +107,17 @@ pub async fn categories_for_sha256(
     let stmt = client
         .prepare_cached(
             "SELECT DISTINCT category FROM hash_bank \
-             WHERE sha256 = $2 AND (account_id IS NULL OR account_id = $1)",
+             WHERE sha256 = $2 AND (account_id IS NULL OR account_id = $1) \
+             ORDER BY category",
         )
         .await?;
     let rows = client
         .query(&stmt, &[&account.0, &sha256.as_slice()])
         .await?;
-    Ok(rows.iter().map(|r| r.get(0)).collect())
+    Ok(rows.iter().map(|row| row.get(0)).collect())
 }
 
-/// Category and PDQ hash of every global and `account`'s image entry.
+/// Category and PDQ hash of every global and `account`'s own entry that has a PDQ hash.
 pub async fn pdq_entries(
     client: &impl GenericClient,
     account: AccountId,
@@ -69,15 +125,13 @@ pub async fn pdq_entries(
     let stmt = client
         .prepare_cached(
             "SELECT category, pdq FROM hash_bank \
-             WHERE pdq IS NOT NULL AND (account_id IS NULL OR account_id = $1)",
+             WHERE pdq IS NOT NULL AND (account_id IS NULL OR account_id = $1) \
+             ORDER BY id",
         )
         .await?;
     let rows = client.query(&stmt, &[&account.0]).await?;
     Ok(rows
         .iter()
-        .filter_map(|r| {
-            let pdq: &[u8] = r.get(1);
-            Some((r.get(0), pdq.try_into().ok()?))
-        })
+        .filter_map(|row| Some((row.get(0), hash_of(row.get(1))?)))
         .collect())
 }

@@ -7,9 +7,6 @@ use moderation_shared::domain::Modality;
 use super::{normalise::NormalisedText, terms, CustomCategory, Policy, Verdict, VisualCategories};
 use crate::policy::{AccountPolicy, AccountTerm};
 
-/// The largest Hamming distance between two PDQ hashes that still counts as the same image.
-pub const PDQ_MATCH_DISTANCE: u32 = 31;
-
 /// Checks `text` against the global blocklist, the account's blocklist and its custom
 /// categories' keywords. The reason names the list or category, never the matched text.
 pub fn check_text(text: &NormalisedText, policy: &AccountPolicy) -> Verdict {

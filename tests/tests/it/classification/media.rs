@@ -167,7 +167,13 @@ async fn video_and_audio_match_by_exact_hash_including_custom_categories() {
     {
         let mut client = fleet.app.db.pool.get().await.unwrap();
         let tx = client.transaction().await.unwrap();
-        db::custom_categories::insert(&tx, fleet.key.account, "piracy", "Pirated films", &[], true)
+        let piracy = db::custom_categories::NewCategory {
+            name: "piracy",
+            description: "Pirated films",
+            keywords: &[],
+            enabled: true,
+        };
+        db::custom_categories::insert(&tx, fleet.key.account, &piracy)
             .await
             .unwrap();
         tx.commit().await.unwrap();

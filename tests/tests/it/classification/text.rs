@@ -110,9 +110,10 @@ async fn the_account_blocklist_applies_from_the_next_job_after_a_change() {
 
     let mut client = app.db.pool.get().await.unwrap();
     let tx = client.transaction().await.unwrap();
-    assert!(db::blocklist::add(&tx, key.account, &["banana".to_owned()])
+    let added = db::blocklist::add(&tx, key.account, &["banana".to_owned()])
         .await
-        .unwrap());
+        .unwrap();
+    assert_eq!(added, db::blocklist::Added::Stored(1));
     tx.commit().await.unwrap();
     let rejected = verdict(&app, &key, "I love B4NANAS? no: I love b a n a n a").await;
 
@@ -144,7 +145,13 @@ async fn custom_categories_report_every_enabled_category_and_flag_keyword_hits()
         ("retired", vec!["weather"], false),
     ] {
         let keywords: Vec<String> = keywords.into_iter().map(str::to_owned).collect();
-        db::custom_categories::insert(&tx, key.account, name, "policy", &keywords, enabled)
+        let category = db::custom_categories::NewCategory {
+            name,
+            description: "policy",
+            keywords: &keywords,
+            enabled,
+        };
+        db::custom_categories::insert(&tx, key.account, &category)
             .await
             .unwrap();
     }
