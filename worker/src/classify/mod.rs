@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 
+pub mod openai;
+
 /// One chat message as submitted.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 pub struct ChatMessage {
