@@ -274,8 +274,8 @@ mod tests {
         assert!(verdict.prohibited, "a custom hit prohibits");
         assert_eq!(verdict.reason.as_deref(), Some("Advertises a casino."));
         assert_eq!(verdict.custom.len(), 2);
-        assert_eq!(verdict.custom["gambling"], true);
-        assert_eq!(verdict.custom["spam"], false);
+        assert!(verdict.custom["gambling"]);
+        assert!(!verdict.custom["spam"]);
         assert_eq!(verdict.visual, None);
     }
 
@@ -358,7 +358,7 @@ mod tests {
         .unwrap();
         assert!(verdict.prohibited);
         assert_eq!(verdict.reason.as_deref(), Some("Shows a child."));
-        assert_eq!(verdict.custom["weapons"], false);
+        assert!(!verdict.custom["weapons"]);
     }
 
     #[test]
