@@ -10,6 +10,7 @@
 pub mod dispatch;
 pub mod fixtures;
 pub mod forms;
+pub mod openai;
 pub mod receiver;
 pub mod registry;
 pub mod worker;

@@ -10,6 +10,7 @@ mod api;
 mod dispatcher;
 mod metrics;
 mod modctl;
+mod openai;
 mod queue;
 mod registry;
 mod url_guard;
