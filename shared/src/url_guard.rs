@@ -235,10 +235,14 @@ pub fn parse(raw: &str, use_: UrlUse) -> Result<Url, UrlError> {
 /// then.
 pub fn is_development_reachable(ip: IpAddr) -> bool {
     match ip {
+        // Alibaba's metadata address sits inside CGNAT.
+        IpAddr::V4(v4) if v4 == Ipv4Addr::new(100, 100, 100, 200) => false,
         IpAddr::V4(v4) => {
             let [a, b, ..] = v4.octets();
             v4.is_loopback() || v4.is_private() || (a == 100 && (64..128).contains(&b))
         }
+        // AWS's IPv6 metadata address sits inside unique-local.
+        IpAddr::V6(v6) if v6.segments() == [0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 0x0254] => false,
         IpAddr::V6(v6) => {
             v6.is_loopback()
                 || (v6.segments()[0] & 0xfe00) == 0xfc00

@@ -13,6 +13,7 @@ mod fetch;
 mod metrics;
 mod modctl;
 mod model_server;
+mod openai;
 mod policies;
 mod queue;
 mod registry;

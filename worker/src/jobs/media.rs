@@ -92,7 +92,9 @@ async fn bank_hits(
         hits.extend(
             entries
                 .into_iter()
-                .filter(|(_, bank)| media_hash::hamming(bank, &pdq) <= media_hash::PDQ_MATCH_DISTANCE)
+                .filter(|(_, bank)| {
+                    media_hash::hamming(bank, &pdq) <= media_hash::PDQ_MATCH_DISTANCE
+                })
                 .map(|(category, _)| category),
         );
     }

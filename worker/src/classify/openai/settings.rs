@@ -4,7 +4,7 @@
 use std::{fmt, str::FromStr, time::Duration};
 
 use moderation_shared::{
-    config::{env_opt, env_or, env_raw, ConfigError, Secret},
+    config::{env_opt, env_or, env_raw, extra_ca_pem_from_env, ConfigError, Secret},
     domain::Modality,
 };
 use reqwest::Url;
@@ -127,13 +127,7 @@ impl OpenAiSettings {
                 "must be at least 1",
             ));
         }
-        let extra_ca_pem = env_raw("APP_EXTRA_CA_FILE")?
-            .map(|path| {
-                std::fs::read(&path).map_err(|e| {
-                    ConfigError::new("APP_EXTRA_CA_FILE", format!("cannot read {path}: {e}"))
-                })
-            })
-            .transpose()?;
+        let extra_ca_pem = extra_ca_pem_from_env()?;
         Ok(Self {
             api_key: env_raw("APP_OPENAI_API_KEY")?.map(|key| Secret::new(key.trim().to_owned())),
             text_model: model_from_env("APP_TEXT_MODEL")?,
