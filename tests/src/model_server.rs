@@ -11,14 +11,14 @@ use std::{
 use crate::{eventually, unused_port};
 
 /// A running `python -m llama_cpp.server`.
-pub struct ModelServer {
+pub struct LlamaServer {
     /// `http://127.0.0.1:PORT`.
     pub base_url: String,
     port: u16,
     child: Option<Child>,
 }
 
-impl ModelServer {
+impl LlamaServer {
     /// Starts the server on a free loopback port and waits until it answers.
     pub async fn start() -> Self {
         let mut server = Self {
@@ -74,7 +74,7 @@ impl ModelServer {
     }
 }
 
-impl Drop for ModelServer {
+impl Drop for LlamaServer {
     fn drop(&mut self) {
         self.stop();
     }

@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use moderation_shared::domain::Modality;
 use moderation_tests::{
-    eventually, forms::text_form, model_server::ModelServer, worker::spawn_worker, TestApp, TestKey,
+    eventually, forms::text_form, model_server::LlamaServer, worker::spawn_worker, TestApp, TestKey,
 };
 use moderation_worker::{classify::openai::OpenAiSettings, ClassifierSettings};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-fn openai(server: &ModelServer, adjust: impl FnOnce(&mut OpenAiSettings)) -> ClassifierSettings {
+fn openai(server: &LlamaServer, adjust: impl FnOnce(&mut OpenAiSettings)) -> ClassifierSettings {
     let mut settings = OpenAiSettings::new(&server.base_url).unwrap();
     settings.text_model = Some("smollm2".to_owned());
     settings.timeout = Duration::from_secs(60);
@@ -72,7 +72,7 @@ fn quotes_five_words(reason: &str, text: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the real model server: scripts/test runs this tier"]
 async fn prompt_and_chat_jobs_complete_with_a_verdict_from_the_real_model() {
-    let server = ModelServer::start().await;
+    let server = LlamaServer::start().await;
     let (app, key, _worker) = fleet(openai(&server, |_| {})).await;
     let prompt = "I am going to hurt you badly tomorrow after class, watch your back.";
     let chat = json!([
@@ -107,7 +107,7 @@ async fn prompt_and_chat_jobs_complete_with_a_verdict_from_the_real_model() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the real model server: scripts/test runs this tier"]
 async fn an_answer_cut_short_is_retried_and_then_fails_the_job_never_passes_it() {
-    let server = ModelServer::start().await;
+    let server = LlamaServer::start().await;
     let (app, key, _worker) = fleet(openai(&server, |s| s.max_tokens = Some(2))).await;
 
     let job = job_id(
@@ -125,7 +125,7 @@ async fn an_answer_cut_short_is_retried_and_then_fails_the_job_never_passes_it()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the real model server: scripts/test runs this tier"]
 async fn a_stopped_server_fails_jobs_as_unavailable_and_a_restarted_one_completes_new_jobs() {
-    let mut server = ModelServer::start().await;
+    let mut server = LlamaServer::start().await;
     let (app, key, _worker) = fleet(openai(&server, |_| {})).await;
 
     server.stop();

@@ -178,6 +178,13 @@ async fn a_job_held_by_a_worker_killed_with_sigkill_is_taken_over_within_30_s() 
     let job = insert_jobs(&app, TEXT, 1, true).await[0];
     // Hold the job's row so the first worker's claim waits: it is mid-task when killed.
     let mut locker = app.db.pool.get().await.unwrap();
+    locker
+        .execute(
+            "UPDATE jobs SET webhook_url = 'https://127.0.0.1:9/hook' WHERE id = $1",
+            &[&job.0],
+        )
+        .await
+        .unwrap();
     let lock = locker.transaction().await.unwrap();
     lock.execute("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE", &[&job.0])
         .await
@@ -224,6 +231,11 @@ async fn a_job_held_by_a_worker_killed_with_sigkill_is_taken_over_within_30_s() 
     let (status, _, attempts, _) = job_row(&app, job).await;
     assert_eq!(status, "completed");
     assert!((1..=2).contains(&attempts), "attempts {attempts}");
+    assert_eq!(
+        app.deliveries_of(job.0).await,
+        1,
+        "completed once, one delivery"
+    );
     assert_eq!(members(&queue).await, 0);
 }
 

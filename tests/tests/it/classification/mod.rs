@@ -2,6 +2,7 @@
 //! through the api, with their webhook delivery rows.
 
 mod media;
+mod model;
 mod text;
 
 use moderation_shared::url_guard::UrlGuard;
