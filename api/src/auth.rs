@@ -83,6 +83,13 @@ pub const ENDPOINTS: &[Endpoint] = &[
     row(Method::GET, "/api/v1/registry/entries", Access::Scope(Scope::RegistrySubmit)),
     row(Method::GET, "/api/v1/registry/entries/{id}", Access::Scope(Scope::RegistrySubmit)),
     row(Method::POST, "/api/v1/registry/entries/{id}/revoke", Access::Scope(Scope::RegistrySubmit)),
+    row(Method::GET, "/api/v1/custom-categories", Access::Scope(Scope::SettingsManage)),
+    row(Method::POST, "/api/v1/custom-categories", Access::Scope(Scope::SettingsManage)),
+    row(Method::PATCH, "/api/v1/custom-categories/{id}", Access::Scope(Scope::SettingsManage)),
+    row(Method::DELETE, "/api/v1/custom-categories/{id}", Access::Scope(Scope::SettingsManage)),
+    row(Method::GET, "/api/v1/blocklist", Access::Scope(Scope::SettingsManage)),
+    row(Method::POST, "/api/v1/blocklist", Access::Scope(Scope::SettingsManage)),
+    row(Method::DELETE, "/api/v1/blocklist", Access::Scope(Scope::SettingsManage)),
 ];
 
 const fn row(method: Method, path: &'static str, access: Access) -> Endpoint {

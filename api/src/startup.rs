@@ -105,7 +105,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .configure(routes::webhooks::configure)
                 .configure(routes::export::configure)
                 .configure(routes::usage::configure)
-                .configure(routes::registry::configure),
+                .configure(routes::registry::configure)
+                .configure(routes::policies::configure),
         )
         .configure(routes::webhooks::configure_root)
         .default_service(web::to(not_found));

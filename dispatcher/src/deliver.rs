@@ -1,17 +1,12 @@
 //! Sending one attempt: signed, with a hard deadline, no redirects, no proxies, and every
 //! address connected to checked by the URL guard.
 
-use std::{
-    net::SocketAddr,
-    sync::Arc,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use moderation_shared::{
     signing,
     url_guard::{self, UrlError, UrlGuard, UrlUse},
 };
-use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 /// The most response-body bytes kept per attempt.
 pub const MAX_KEPT_BODY: usize = 2048;
@@ -45,21 +40,6 @@ pub enum Outcome {
     },
 }
 
-/// Resolves through the URL guard, so a name that resolves to a private address is refused
-/// at connect time.
-struct GuardResolver(UrlGuard);
-
-impl Resolve for GuardResolver {
-    fn resolve(&self, name: Name) -> Resolving {
-        let guard = self.0.clone();
-        Box::pin(async move {
-            let ips = guard.resolve_host(name.as_str()).await?;
-            let addrs: Addrs = Box::new(ips.into_iter().map(|ip| SocketAddr::new(ip, 0)));
-            Ok(addrs)
-        })
-    }
-}
-
 /// Sends attempts.
 #[derive(Clone)]
 pub struct Sender {
@@ -80,21 +60,14 @@ impl Sender {
         deadline: Duration,
         extra_ca_pem: Option<&[u8]>,
     ) -> Result<Self, SenderError> {
-        let mut builder = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
+        let client = url_guard::http_client_builder(&guard, extra_ca_pem)?
             .timeout(deadline)
             .connect_timeout(deadline)
             .pool_idle_timeout(Duration::from_secs(30))
             .user_agent(concat!("moderation-webhooks/", env!("CARGO_PKG_VERSION")))
-            .dns_resolver(Arc::new(GuardResolver(guard.clone())));
-        if let Some(pem) = extra_ca_pem {
-            for cert in reqwest::Certificate::from_pem_bundle(pem)? {
-                builder = builder.add_root_certificate(cert);
-            }
-        }
+            .build()?;
         Ok(Self {
-            client: builder.build()?,
+            client,
             guard,
             deadline,
         })

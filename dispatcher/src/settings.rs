@@ -3,7 +3,7 @@
 use std::{net::SocketAddr, time::Duration};
 
 use moderation_shared::{
-    config::{env_bool, env_or, env_raw, ConfigError, DatabaseSettings},
+    config::{env_bool, env_or, extra_ca_pem_from_env, ConfigError, DatabaseSettings},
     crypto::SealingKey,
     url_guard::UrlGuard,
 };
@@ -59,13 +59,7 @@ impl DispatcherSettings {
                 "must be at least 1",
             ));
         }
-        let extra_ca_pem = env_raw("APP_EXTRA_CA_FILE")?
-            .map(|path| {
-                std::fs::read(&path).map_err(|e| {
-                    ConfigError::new("APP_EXTRA_CA_FILE", format!("cannot read {path}: {e}"))
-                })
-            })
-            .transpose()?;
+        let extra_ca_pem = extra_ca_pem_from_env()?;
         Ok(Self {
             database: DatabaseSettings::from_env()?,
             metrics_addr: SocketAddr::from(([0, 0, 0, 0], env_or("METRICS_PORT", 9090u16)?)),

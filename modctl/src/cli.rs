@@ -38,6 +38,11 @@ enum Command {
         #[command(subcommand)]
         command: crate::registry::RegistryCommand,
     },
+    /// Hash banks of known media, global or an account's own.
+    Hashbank {
+        #[command(subcommand)]
+        command: crate::hashbank::HashbankCommand,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -141,6 +146,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Value> {
         Command::Org { command } => org(&pool, command).await,
         Command::Key { command } => key(&pool, command).await,
         Command::Registry { command } => crate::registry::run(&pool, command).await,
+        Command::Hashbank { command } => crate::hashbank::run(&pool, command).await,
     }
 }
 

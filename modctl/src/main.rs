@@ -3,6 +3,7 @@
 //! command needs them).
 
 mod cli;
+mod hashbank;
 mod registry;
 
 use std::process::ExitCode;

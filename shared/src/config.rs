@@ -96,6 +96,18 @@ pub fn env_bool(name: &'static str, default: bool) -> Result<bool, ConfigError> 
     }
 }
 
+/// Reads the PEM file named by `APP_EXTRA_CA_FILE` (roots trusted besides the system's, for
+/// webhook and media TLS), or `None` when it is unset.
+pub fn extra_ca_pem_from_env() -> Result<Option<Vec<u8>>, ConfigError> {
+    env_raw("APP_EXTRA_CA_FILE")?
+        .map(|path| {
+            std::fs::read(&path).map_err(|e| {
+                ConfigError::new("APP_EXTRA_CA_FILE", format!("cannot read {path}: {e}"))
+            })
+        })
+        .transpose()
+}
+
 /// Where Postgres is and how many connections a process may hold.
 #[derive(Debug, Clone)]
 pub struct DatabaseSettings {

@@ -56,6 +56,14 @@ id_type!(
     /// A Shared Registry entry.
     RegistryEntryId
 );
+id_type!(
+    /// An account's custom category.
+    CustomCategoryId
+);
+id_type!(
+    /// An entry of a hash bank.
+    HashBankEntryId
+);
 
 /// A kind of content, each with its own queue and workers. Chat is stored as `text`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

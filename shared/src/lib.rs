@@ -1,9 +1,9 @@
 //! The library the api, worker, dispatcher and modctl share.
 //!
 //! It owns configuration parsing, the Postgres pool and one module per table, the Redis
-//! connection, domain newtypes (ids, scopes), API key handling and telemetry. It must not
-//! depend on an HTTP framework or own a process lifecycle: binaries combine its pieces into
-//! their own settings and run loops.
+//! connection, domain newtypes (ids, scopes), API key handling, media hashing for the hash
+//! banks and telemetry. It must not depend on an HTTP framework or own a process lifecycle:
+//! binaries combine its pieces into their own settings and run loops.
 
 pub mod clock;
 pub mod config;
@@ -11,6 +11,7 @@ pub mod crypto;
 pub mod db;
 pub mod domain;
 pub mod keys;
+pub mod media_hash;
 pub mod payload;
 pub mod provisioning;
 pub mod queue;

@@ -31,6 +31,13 @@ pub const QUEUE_READ_ERRORS_TOTAL: &str = "queue_read_errors_total";
 pub const QUEUE_RELAYED_TOTAL: &str = "queue_relayed_total";
 /// Queue depth by `modality` and `state` (`waiting`, `pending`, `retrying`, `dead`).
 pub const QUEUE_DEPTH: &str = "queue_depth";
+/// Jobs a worker took to an end or gave back, by `modality` and `outcome` (`passed`,
+/// `prohibited`, `failed`, `requeued`, `exhausted`).
+pub const JOBS_TOTAL: &str = "worker_jobs_total";
+/// From submission to result (completed or failed), by `modality`.
+pub const JOB_TURNAROUND_SECONDS: &str = "job_turnaround_seconds";
+/// Time to classify one job (fetching included), by `modality` and `provider`.
+pub const CLASSIFY_DURATION_SECONDS: &str = "worker_classify_duration_seconds";
 
 /// Webhook attempts by `outcome` (`delivered`, `retry`, `abandoned`, `undeliverable`).
 pub const WEBHOOK_ATTEMPTS_TOTAL: &str = "webhook_attempts_total";
@@ -138,6 +145,21 @@ fn describe() {
         "Jobs the relay put on the queue again, by modality."
     );
     describe_gauge!(QUEUE_DEPTH, "Queue entries by modality and state.");
+    describe_counter!(
+        JOBS_TOTAL,
+        Unit::Count,
+        "Jobs a worker finished or gave back, by modality and outcome."
+    );
+    describe_histogram!(
+        JOB_TURNAROUND_SECONDS,
+        Unit::Seconds,
+        "Time from submission to result, by modality."
+    );
+    describe_histogram!(
+        CLASSIFY_DURATION_SECONDS,
+        Unit::Seconds,
+        "Time to classify one job, fetching included, by modality and provider."
+    );
     describe_counter!(
         WEBHOOK_ATTEMPTS_TOTAL,
         Unit::Count,

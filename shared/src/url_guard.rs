@@ -197,7 +197,9 @@ impl UrlGuard {
 
     /// Checks addresses (all must be public unless private ones are allowed).
     pub fn check_ips(&self, ips: &[IpAddr]) -> Result<(), UrlError> {
-        if self.allow_private || ips.iter().all(|ip| is_public(*ip)) {
+        let allowed =
+            |ip: IpAddr| is_public(ip) || (self.allow_private && is_development_reachable(ip));
+        if ips.iter().all(|ip| allowed(*ip)) {
             Ok(())
         } else {
             Err(UrlError::NotPublic)
@@ -224,6 +226,66 @@ pub fn parse(raw: &str, use_: UrlUse) -> Result<Url, UrlError> {
         return Err(UrlError::NoHost);
     }
     Ok(url)
+}
+
+/// What `APP_ALLOW_PRIVATE_URLS` opens for development and tests: loopback, private
+/// (RFC 1918), CGNAT and unique-local addresses. Link-local addresses (the cloud metadata
+/// address 169.254.169.254 among them), the metadata addresses inside the opened ranges
+/// (100.100.100.200, fd00:ec2::254), multicast and unspecified addresses stay refused even
+/// then.
+pub fn is_development_reachable(ip: IpAddr) -> bool {
+    match ip {
+        // Alibaba's metadata address sits inside CGNAT.
+        IpAddr::V4(v4) if v4 == Ipv4Addr::new(100, 100, 100, 200) => false,
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            v4.is_loopback() || v4.is_private() || (a == 100 && (64..128).contains(&b))
+        }
+        // AWS's IPv6 metadata address sits inside unique-local.
+        IpAddr::V6(v6) if v6.segments() == [0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 0x0254] => false,
+        IpAddr::V6(v6) => {
+            v6.is_loopback()
+                || (v6.segments()[0] & 0xfe00) == 0xfc00
+                || v6
+                    .to_ipv4_mapped()
+                    .is_some_and(|v4| is_development_reachable(IpAddr::V4(v4)))
+        }
+    }
+}
+
+/// A reqwest client builder whose every connection is checked by `guard` at connect time (its
+/// resolver is the guard's), with redirects off (callers follow them hop by hop, checking
+/// each), no environment proxies, and `extra_ca_pem` trusted besides the system roots.
+pub fn http_client_builder(
+    guard: &UrlGuard,
+    extra_ca_pem: Option<&[u8]>,
+) -> Result<reqwest::ClientBuilder, reqwest::Error> {
+    let mut builder = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .dns_resolver(Arc::new(GuardResolver(guard.clone())));
+    if let Some(pem) = extra_ca_pem {
+        for cert in reqwest::Certificate::from_pem_bundle(pem)? {
+            builder = builder.add_root_certificate(cert);
+        }
+    }
+    Ok(builder)
+}
+
+/// Resolves through the URL guard, so a name that resolves to a refused address fails at
+/// connect time.
+struct GuardResolver(UrlGuard);
+
+impl reqwest::dns::Resolve for GuardResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let guard = self.0.clone();
+        Box::pin(async move {
+            let ips = guard.resolve_host(name.as_str()).await?;
+            let addrs: reqwest::dns::Addrs =
+                Box::new(ips.into_iter().map(|ip| SocketAddr::new(ip, 0)));
+            Ok(addrs)
+        })
+    }
 }
 
 /// Whether `ip` is public unicast: not loopback, private, link-local, CGNAT, unique-local,

@@ -10,6 +10,9 @@
 pub mod dispatch;
 pub mod fixtures;
 pub mod forms;
+pub mod media;
+pub mod model_server;
+pub mod openai;
 pub mod receiver;
 pub mod registry;
 pub mod worker;

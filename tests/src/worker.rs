@@ -15,7 +15,7 @@ use moderation_shared::{
 use moderation_worker::{Worker, WorkerSettings, WorkerStats};
 use tokio::{sync::oneshot, task::JoinHandle};
 
-use crate::TestApp;
+use crate::{eventually, TestApp};
 
 /// A worker running inside the test process.
 pub struct TestWorker {
@@ -217,5 +217,32 @@ impl PrivateRedis {
 impl Drop for PrivateRedis {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+impl TestApp {
+    /// Polls `GET /api/v1/job/{id}` with `key` until the job is completed or failed (20 s at
+    /// most) and returns its body.
+    pub async fn finished_job(&self, key: &crate::TestKey, job: uuid::Uuid) -> serde_json::Value {
+        eventually(Duration::from_secs(20), "the job to finish", || async {
+            let body: serde_json::Value = self
+                .get(&format!("/api/v1/job/{job}"), key)
+                .await
+                .json()
+                .await
+                .ok()?;
+            matches!(body["status"].as_str(), Some("completed" | "failed")).then_some(body)
+        })
+        .await
+    }
+
+    /// How many webhook deliveries exist for `job`.
+    pub async fn deliveries_of(&self, job: uuid::Uuid) -> i64 {
+        let client = self.db.pool.get().await.expect("connect");
+        client
+            .query_one("SELECT count(*) FROM deliveries WHERE job_id = $1", &[&job])
+            .await
+            .expect("count deliveries")
+            .get(0)
     }
 }

@@ -25,12 +25,18 @@ use moderation_shared::{
 };
 
 pub mod classify;
+pub mod error;
+pub mod fetch;
 pub mod jobs;
+pub mod pipeline;
+pub mod policy;
+pub mod probe;
 mod settings;
 
-pub use settings::{Concurrency, WorkerSettings, DEFAULT_CONCURRENCY};
+pub use settings::{ClassifierSettings, Concurrency, WorkerSettings, DEFAULT_CONCURRENCY};
 
 use jobs::JobContext;
+use pipeline::Pipeline;
 
 /// Counters of one worker process, for tests and diagnostics.
 #[derive(Debug, Clone, Default)]
@@ -63,6 +69,7 @@ pub struct Worker {
     metrics: MetricsListener,
     pool: Pool,
     redis: RedisConn,
+    pipeline: Arc<Pipeline>,
     stats: WorkerStats,
 }
 
@@ -71,13 +78,21 @@ impl Worker {
     pub async fn build(settings: WorkerSettings) -> Result<Self, StartupError> {
         let (pool, redis) = runtime::connect(&settings.database, &settings.redis).await?;
         let metrics = MetricsListener::bind(settings.metrics_addr).await?;
+        let pipeline = Arc::new(Pipeline::build(&settings, pool.clone())?);
+        if settings.url_guard.allows_private() {
+            tracing::warn!("APP_ALLOW_PRIVATE_URLS is on: media may be fetched from private addresses (development and tests only)");
+        }
         let names: Vec<&str> = settings.modalities.iter().map(|m| m.as_str()).collect();
-        tracing::info!(modalities = ?names, metrics_port = metrics.port(), "Worker started");
+        tracing::info!(
+            modalities = ?names, metrics_port = metrics.port(),
+            provider = pipeline.provider_name(), "Worker started"
+        );
         Ok(Self {
             settings,
             metrics,
             pool,
             redis,
+            pipeline,
             stats: WorkerStats::default(),
         })
     }
@@ -124,6 +139,7 @@ impl Worker {
         let ctx = JobContext {
             pool: self.pool.clone(),
             queue: queue.clone(),
+            pipeline: self.pipeline.clone(),
         };
         let mut monitor = Monitor::new();
         for &modality in &self.settings.modalities {

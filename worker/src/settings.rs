@@ -3,13 +3,47 @@
 use std::{collections::BTreeMap, net::SocketAddr, time::Duration};
 
 use moderation_shared::{
-    config::{env_or, env_raw, ConfigError, DatabaseSettings, RedisSettings},
+    config::{
+        env_bool, env_or, env_raw, extra_ca_pem_from_env, ConfigError, DatabaseSettings,
+        RedisSettings,
+    },
     domain::Modality,
     queue::QueueSettings,
+    url_guard::UrlGuard,
 };
+
+use crate::classify::openai::OpenAiSettings;
 
 /// Concurrency per modality when `APP_WORKER_CONCURRENCY` does not name it.
 pub const DEFAULT_CONCURRENCY: usize = 8;
+
+/// `APP_CLASSIFIER`: which provider decides what the blocklists and hash banks let through.
+#[derive(Debug, Clone)]
+pub enum ClassifierSettings {
+    /// `local` (the default): built in, no network.
+    Local,
+    /// `openai`: an OpenAI-compatible model server.
+    OpenAi(Box<OpenAiSettings>),
+}
+
+impl ClassifierSettings {
+    /// Reads `APP_CLASSIFIER` and, for `openai`, the `APP_OPENAI_*` variables and the models
+    /// that jobs of `modalities` need.
+    pub fn from_env(modalities: &[Modality]) -> Result<Self, ConfigError> {
+        match env_raw("APP_CLASSIFIER")?.as_deref().map(str::trim) {
+            None | Some("local") => Ok(Self::Local),
+            Some("openai") => {
+                let settings = OpenAiSettings::from_env()?;
+                settings.require_models(modalities)?;
+                Ok(Self::OpenAi(Box::new(settings)))
+            }
+            Some(other) => Err(ConfigError::new(
+                "APP_CLASSIFIER",
+                format!("expected local or openai, got {other:?}"),
+            )),
+        }
+    }
+}
 
 /// The worker's settings.
 #[derive(Debug, Clone)]
@@ -29,6 +63,16 @@ pub struct WorkerSettings {
     /// How long a stopping worker waits for jobs in progress before it exits anyway (25 s);
     /// entries it still holds then are taken over by other workers after the min-idle time.
     pub shutdown_timeout: Duration,
+    /// Checks media URLs and every address fetched from; `APP_ALLOW_PRIVATE_URLS=true`
+    /// (development and tests only) lets them reach loopback and private addresses.
+    pub url_guard: UrlGuard,
+    /// `APP_EXTRA_CA_FILE`: PEM roots trusted besides the system's for media TLS.
+    pub extra_ca_pem: Option<Vec<u8>>,
+    /// `APP_MEDIA_TIMEOUT_MS`: the deadline of one media download, redirects included
+    /// (default 120 000).
+    pub media_timeout: Duration,
+    /// `APP_CLASSIFIER` and the provider's settings.
+    pub classifier: ClassifierSettings,
 }
 
 impl WorkerSettings {
@@ -39,6 +83,7 @@ impl WorkerSettings {
                 .map_err(|reason| ConfigError::new("APP_WORKER_CONCURRENCY", reason))?,
             None => Concurrency::default(),
         };
+        let classifier = ClassifierSettings::from_env(&modalities)?;
         Ok(Self {
             database: DatabaseSettings::from_env()?,
             redis: RedisSettings::from_env()?,
@@ -47,11 +92,17 @@ impl WorkerSettings {
             concurrency,
             queue: QueueSettings::from_env()?,
             shutdown_timeout: Duration::from_secs(25),
+            url_guard: UrlGuard::system(env_bool("APP_ALLOW_PRIVATE_URLS", false)?),
+            extra_ca_pem: extra_ca_pem_from_env()?,
+            media_timeout: Duration::from_millis(
+                env_or("APP_MEDIA_TIMEOUT_MS", 120_000u64)?.max(1),
+            ),
+            classifier,
         })
     }
 
     /// Settings for tests and local runs: every modality, defaults elsewhere, metrics on a
-    /// free loopback port.
+    /// free loopback port, media allowed from private addresses.
     pub fn for_local(database: DatabaseSettings, redis: RedisSettings) -> Self {
         Self {
             database,
@@ -61,6 +112,10 @@ impl WorkerSettings {
             concurrency: Concurrency::default(),
             queue: QueueSettings::default(),
             shutdown_timeout: Duration::from_secs(25),
+            url_guard: UrlGuard::system(true),
+            extra_ca_pem: None,
+            media_timeout: Duration::from_secs(120),
+            classifier: ClassifierSettings::Local,
         }
     }
 }

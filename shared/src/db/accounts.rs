@@ -134,3 +134,50 @@ pub async fn update_plan(
         .await?;
     Ok(row.as_ref().map(Account::from_row))
 }
+
+/// What a worker reads about an account for each job: the switches its result depends on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PolicyStamp {
+    /// Whether image and video jobs run the NSFW check.
+    pub nsfw_check: bool,
+    /// Bumped by every change to the account's custom categories or blocklist terms: matchers
+    /// compiled for an older version are stale.
+    pub policy_version: i64,
+}
+
+/// The policy stamp of `id`, or `None` when there is no such account.
+pub async fn policy_stamp(
+    client: &impl GenericClient,
+    id: AccountId,
+) -> Result<Option<PolicyStamp>, DbError> {
+    let stmt = client
+        .prepare_cached("SELECT nsfw_check, policy_version FROM accounts WHERE id = $1")
+        .await?;
+    Ok(client
+        .query_opt(&stmt, &[&id.0])
+        .await?
+        .map(|row| PolicyStamp {
+            nsfw_check: row.get("nsfw_check"),
+            policy_version: row.get("policy_version"),
+        }))
+}
+
+/// Bumps the policy version of `id` and returns the new one (`None` when there is no such
+/// account). It also locks the account row until the transaction ends, which serialises
+/// concurrent changes to the account's policy: every change to its custom categories or
+/// blocklist calls it first, in the same transaction.
+pub async fn bump_policy_version(
+    client: &impl GenericClient,
+    id: AccountId,
+) -> Result<Option<i64>, DbError> {
+    let stmt = client
+        .prepare_cached(
+            "UPDATE accounts SET policy_version = policy_version + 1 WHERE id = $1 \
+             RETURNING policy_version",
+        )
+        .await?;
+    Ok(client
+        .query_opt(&stmt, &[&id.0])
+        .await?
+        .map(|row| row.get(0)))
+}

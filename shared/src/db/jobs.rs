@@ -207,6 +207,8 @@ pub async fn list(
 pub struct Finished {
     /// The delivery made for it, when the job had a target.
     pub delivery_id: Option<uuid::Uuid>,
+    /// From submission to this result.
+    pub since_submitted: time::Duration,
 }
 
 /// Ends a job that is not yet terminal with `outcome`, and stores its webhook delivery: to the
@@ -252,7 +254,7 @@ pub async fn finish(
                     categories = $6, nsfw_checked = $7, error_code = $8, error_message = $9, \
                     completed_at = now(), updated_at = now() \
              WHERE id = $1 AND status IN ('queued', 'processing') \
-             RETURNING account_id, completed_at, \
+             RETURNING account_id, created_at, completed_at, \
                        coalesce(webhook_url, \
                                 (SELECT url FROM webhook_endpoints e WHERE e.account_id = jobs.account_id)) \
                            AS target",
@@ -277,8 +279,13 @@ pub async fn finish(
     else {
         return Ok(None);
     };
+    let since_submitted =
+        row.get::<_, OffsetDateTime>("completed_at") - row.get::<_, OffsetDateTime>("created_at");
     let Some(target) = row.get::<_, Option<String>>("target") else {
-        return Ok(Some(Finished { delivery_id: None }));
+        return Ok(Some(Finished {
+            delivery_id: None,
+            since_submitted,
+        }));
     };
     let delivery_id = uuid::Uuid::now_v7();
     let body = crate::payload::body(id, outcome, row.get("completed_at"), delivery_id);
@@ -295,5 +302,109 @@ pub async fn finish(
     .await?;
     Ok(Some(Finished {
         delivery_id: Some(delivery_id),
+        since_submitted,
     }))
+}
+
+/// A job a worker has taken: what it needs to classify it, with the account's policy stamp.
+#[derive(Debug, Clone)]
+pub struct ClaimedJob {
+    /// The job.
+    pub id: JobId,
+    /// Its account.
+    pub account_id: AccountId,
+    /// The text (a chat as `role: content` lines) or the media URL.
+    pub content: String,
+    /// A chat's messages as submitted.
+    pub messages: Option<serde_json::Value>,
+    /// Tries so far, this one included.
+    pub attempts: i32,
+    /// Whether the account runs the NSFW check.
+    pub nsfw_check: bool,
+    /// The account's policy version (bumped by every change to its categories or terms).
+    pub policy_version: i64,
+}
+
+/// What [`claim`] did.
+#[derive(Debug, Clone)]
+pub enum Claim {
+    /// The job moved to `processing` with one more attempt.
+    Claimed(ClaimedJob),
+    /// The job had used all `max_tries` and is now `failed` with `INTERNAL`.
+    Exhausted,
+    /// The job was already taken or finished: a duplicate delivery.
+    Duplicate,
+}
+
+/// Claims job `id`: a queued job (or, when `redelivery`, one a lost worker left `processing`)
+/// moves to `processing` in `first_stage` with one more attempt, or to `failed` with
+/// `INTERNAL` when it has had `max_tries` already. Anything else is a duplicate.
+pub async fn claim(
+    client: &impl GenericClient,
+    id: JobId,
+    max_tries: i32,
+    redelivery: bool,
+    first_stage: &str,
+) -> Result<Claim, DbError> {
+    let stmt = client
+        .prepare_cached(
+            "UPDATE jobs SET
+                 status = CASE WHEN attempts >= $2 THEN 'failed' ELSE 'processing' END,
+                 stage = CASE WHEN attempts >= $2 THEN 'failed' ELSE $4 END,
+                 attempts = CASE WHEN attempts >= $2 THEN attempts ELSE attempts + 1 END,
+                 error_code = CASE WHEN attempts >= $2 THEN 'INTERNAL' ELSE error_code END,
+                 error_message = CASE WHEN attempts >= $2
+                     THEN 'The job did not complete after ' || $2 || ' tries.'
+                     ELSE error_message END,
+                 completed_at = CASE WHEN attempts >= $2 THEN now() ELSE completed_at END,
+                 updated_at = now()
+             FROM accounts a
+             WHERE jobs.id = $1 AND a.id = jobs.account_id
+               AND (jobs.status = 'queued' OR (jobs.status = 'processing' AND $3))
+             RETURNING jobs.status, jobs.account_id, jobs.content, jobs.messages, jobs.attempts,
+                       a.nsfw_check, a.policy_version",
+        )
+        .await?;
+    let row = client
+        .query_opt(&stmt, &[&id.0, &max_tries, &redelivery, &first_stage])
+        .await?;
+    Ok(match row {
+        None => Claim::Duplicate,
+        Some(row) if row.get::<_, &str>("status") == "failed" => Claim::Exhausted,
+        Some(row) => Claim::Claimed(ClaimedJob {
+            id,
+            account_id: AccountId(row.get("account_id")),
+            content: row.get("content"),
+            messages: row.get("messages"),
+            attempts: row.get("attempts"),
+            nsfw_check: row.get("nsfw_check"),
+            policy_version: row.get("policy_version"),
+        }),
+    })
+}
+
+/// Moves a `processing` job to `stage` (`fetching`, `transcribing`, `classifying`).
+pub async fn set_stage(client: &impl GenericClient, id: JobId, stage: &str) -> Result<(), DbError> {
+    let stmt = client
+        .prepare_cached(
+            "UPDATE jobs SET stage = $2, updated_at = now()
+             WHERE id = $1 AND status = 'processing'",
+        )
+        .await?;
+    client.execute(&stmt, &[&id.0, &stage]).await?;
+    Ok(())
+}
+
+/// Gives a `processing` job back to the queue after a transient failure: it becomes `queued`
+/// again, marked as enqueued now, so the relay puts it back on the queue once its grace time
+/// has passed (the retry's backoff). `false` when the job was no longer processing.
+pub async fn requeue(client: &impl GenericClient, id: JobId) -> Result<bool, DbError> {
+    let stmt = client
+        .prepare_cached(
+            "UPDATE jobs SET status = 'queued', stage = 'queued', enqueued_at = now(),
+                             updated_at = now()
+             WHERE id = $1 AND status = 'processing'",
+        )
+        .await?;
+    Ok(client.execute(&stmt, &[&id.0]).await? == 1)
 }

@@ -13,7 +13,10 @@ use crate::config::{ConfigError, DatabaseSettings};
 
 pub mod accounts;
 pub mod api_keys;
+pub mod blocklist;
+pub mod custom_categories;
 pub mod deliveries;
+pub mod hash_bank;
 pub mod job_reports;
 pub mod jobs;
 pub mod registry_entries;

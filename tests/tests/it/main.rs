@@ -7,9 +7,14 @@
 )]
 
 mod api;
+mod classification;
 mod dispatcher;
+mod fetch;
 mod metrics;
 mod modctl;
+mod model_server;
+mod openai;
+mod policies;
 mod queue;
 mod registry;
 mod url_guard;

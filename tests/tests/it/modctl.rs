@@ -5,7 +5,8 @@ use std::process::Command;
 use moderation_tests::{spawn_app, TestApp};
 use serde_json::Value;
 
-fn modctl(app: &TestApp, args: &[&str]) -> (bool, Value, String) {
+/// Runs the real `modctl` against the app's database: (success, stdout as JSON or null, stderr).
+pub(crate) fn modctl(app: &TestApp, args: &[&str]) -> (bool, Value, String) {
     let output = Command::new(moderation_tests::binary("modctl"))
         .args(args)
         .env("DATABASE_URL", app.db.settings.url.expose())

@@ -90,8 +90,8 @@ async fn finished_jobs_do_not_accumulate_in_redis() {
 
     let worker = spawn_worker(&app, |s| s.modalities = vec![TEXT]).await;
 
-    eventually(Duration::from_secs(60), "every job processing", || async {
-        (count_status(&app, "processing").await == 200).then_some(())
+    eventually(Duration::from_secs(60), "every job completed", || async {
+        (count_status(&app, "completed").await == 200).then_some(())
     })
     .await;
     eventually(Duration::from_secs(10), "an empty stream", || async {
@@ -106,7 +106,7 @@ async fn finished_jobs_do_not_accumulate_in_redis() {
     let (status, stage, attempts, _) = job_row(&app, jobs[0]).await;
     assert_eq!(
         (status.as_str(), stage.as_str(), attempts),
-        ("processing", "classifying", 1)
+        ("completed", "done", 1)
     );
     assert_eq!(worker.stats.handler_errors(), 0);
     worker.stop().await;
@@ -126,9 +126,9 @@ async fn an_idle_worker_picks_up_a_new_job_within_200_ms() {
     queue.enqueue_many(TEXT, &warm_up).await.unwrap();
     eventually(
         Duration::from_secs(10),
-        "the warm-up job processed",
+        "the warm-up job completed",
         || async {
-            (count_status(&app, "processing").await == 1 && is_empty(&queue).await).then_some(())
+            (count_status(&app, "completed").await == 1 && is_empty(&queue).await).then_some(())
         },
     )
     .await;
@@ -136,8 +136,8 @@ async fn an_idle_worker_picks_up_a_new_job_within_200_ms() {
 
     let started = Instant::now();
     queue.enqueue(TEXT, job).await.unwrap();
-    eventually(Duration::from_secs(5), "the new job processing", || async {
-        (job_row(&app, job).await.0 == "processing").then_some(())
+    eventually(Duration::from_secs(5), "the new job completed", || async {
+        (job_row(&app, job).await.0 == "completed").then_some(())
     })
     .await;
 
@@ -163,7 +163,7 @@ async fn a_hundred_thousand_queued_jobs_drain_without_a_worker_error_or_restart(
         is_empty(&queue).await.then_some(())
     })
     .await;
-    assert_eq!(count_status(&app, "processing").await, 100_000);
+    assert_eq!(count_status(&app, "completed").await, 100_000);
     assert_eq!(members(&queue).await, 0);
     assert!(worker.is_running());
     assert_eq!(worker.stats.worker_errors(), 0);
@@ -178,6 +178,13 @@ async fn a_job_held_by_a_worker_killed_with_sigkill_is_taken_over_within_30_s() 
     let job = insert_jobs(&app, TEXT, 1, true).await[0];
     // Hold the job's row so the first worker's claim waits: it is mid-task when killed.
     let mut locker = app.db.pool.get().await.unwrap();
+    locker
+        .execute(
+            "UPDATE jobs SET webhook_url = 'https://127.0.0.1:9/hook' WHERE id = $1",
+            &[&job.0],
+        )
+        .await
+        .unwrap();
     let lock = locker.transaction().await.unwrap();
     lock.execute("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE", &[&job.0])
         .await
@@ -222,8 +229,13 @@ async fn a_job_held_by_a_worker_killed_with_sigkill_is_taken_over_within_30_s() 
         killed.elapsed()
     );
     let (status, _, attempts, _) = job_row(&app, job).await;
-    assert_eq!(status, "processing");
+    assert_eq!(status, "completed");
     assert!((1..=2).contains(&attempts), "attempts {attempts}");
+    assert_eq!(
+        app.deliveries_of(job.0).await,
+        1,
+        "completed once, one delivery"
+    );
     assert_eq!(members(&queue).await, 0);
 }
 
@@ -256,7 +268,7 @@ async fn a_redis_restart_that_loses_its_data_loses_no_job() {
     eventually(
         Duration::from_secs(30),
         "the lost jobs relayed and processed",
-        || async { (count_status(&app, "processing").await == 10).then_some(()) },
+        || async { (count_status(&app, "completed").await == 10).then_some(()) },
     )
     .await;
 
@@ -267,7 +279,7 @@ async fn a_redis_restart_that_loses_its_data_loses_no_job() {
     eventually(
         Duration::from_secs(30),
         "the new jobs relayed and processed",
-        || async { (count_status(&app, "processing").await == 15).then_some(()) },
+        || async { (count_status(&app, "completed").await == 15).then_some(()) },
     )
     .await;
     eventually(Duration::from_secs(10), "an empty stream", || async {
@@ -303,7 +315,7 @@ async fn a_job_is_tried_a_fifth_time_but_not_a_sixth() {
     })
     .await;
     let (status, _, attempts, _) = job_row(&app, fifth).await;
-    assert_eq!((status.as_str(), attempts), ("processing", 5));
+    assert_eq!((status.as_str(), attempts), ("completed", 5));
     let (status, stage, attempts, code) = job_row(&app, sixth).await;
     assert_eq!(
         (status.as_str(), stage.as_str(), attempts, code.as_deref()),
@@ -320,28 +332,44 @@ async fn a_job_is_tried_a_fifth_time_but_not_a_sixth() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_worker_exits_cleanly_within_25_s_of_sigterm() {
+async fn a_worker_finishes_the_job_it_holds_and_exits_cleanly_within_25_s_of_sigterm() {
     let app = spawn_app().await;
     let queue = queue(&app.redis);
     let mut worker = WorkerProcess::spawn(&app, &app.redis, TEXT, &[]);
     let job = insert_jobs(&app, TEXT, 1, true).await[0];
+    // Hold the job's row so the worker is mid-job when the signal comes.
+    let mut locker = app.db.pool.get().await.unwrap();
+    let lock = locker.transaction().await.unwrap();
+    lock.execute("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE", &[&job.0])
+        .await
+        .unwrap();
     queue.enqueue(TEXT, job).await.unwrap();
     eventually(
         Duration::from_secs(30),
-        "the worker processing the job",
+        "the worker holding the job",
         || async {
-            (job_row(&app, job).await.0 == "processing" && is_empty(&queue).await).then_some(())
+            let depth = queue.depth(TEXT, Duration::from_secs(15)).await.unwrap();
+            (depth.pending == 1).then_some(())
         },
     )
     .await;
 
     worker.terminate();
+    let signalled = Instant::now();
+    lock.rollback().await.unwrap();
     let status = eventually(Duration::from_secs(25), "the worker exiting", || {
         std::future::ready(worker.try_wait())
     })
     .await;
 
     assert!(status.success(), "{status:?}");
+    assert!(signalled.elapsed() < Duration::from_secs(25));
+    let (status, stage, attempts, _) = job_row(&app, job).await;
+    assert_eq!(
+        (status.as_str(), stage.as_str(), attempts),
+        ("completed", "done", 1)
+    );
+    assert!(is_empty(&queue).await, "the finished job was acknowledged");
     assert_eq!(
         consumers(&queue).await,
         0,

@@ -4,6 +4,12 @@
 
 use std::collections::BTreeMap;
 
+pub mod local;
+pub mod normalise;
+pub mod openai;
+pub mod scrub;
+pub mod terms;
+
 /// One chat message as submitted.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 pub struct ChatMessage {

@@ -1,30 +1,49 @@
-//! The job handler: one delivery of a job, from claim to the end of processing.
+//! The job handler: one delivery of a job, from claim to result.
 //!
 //! Every delivery first claims its job in Postgres, which makes duplicate deliveries harmless.
-//! Classification is the next step to add here (fetch, classify, complete, per modality); for
-//! now a claimed job stays `processing`.
+//! The claimed job is then classified by its modality's steps ([`text`], [`media`]), and the
+//! result and its webhook delivery are written in one transaction. A transient failure gives the
+//! job back to the queue (`processing → queued`) while it has tries left; the relay puts it back
+//! on the queue after its grace time, which spaces the retries out.
+
+use std::{sync::Arc, time::Instant};
 
 use apalis_core::task::data::Data;
 use moderation_shared::{
-    db::{DbError, GenericClient, Pool},
+    db::{
+        self,
+        jobs::{Claim, ClaimedJob},
+        DbError, Pool,
+    },
     domain::Modality,
+    payload::JobOutcome,
     queue::{JobQueue, QueuedJob, MAX_TRIES},
+    telemetry,
 };
 
+use crate::{classify::Verdict, pipeline::Pipeline};
+
+pub mod media;
+pub mod text;
+
 /// What a handler needs, shared by every delivery.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct JobContext {
     /// Postgres.
     pub pool: Pool,
     /// The queue (for dead-letter bookkeeping).
     pub queue: JobQueue,
+    /// Policies, fetcher and provider.
+    pub pipeline: Arc<Pipeline>,
 }
 
 /// A delivery's outcome; every outcome acknowledges the delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Handled {
-    /// The job was claimed and is being processed.
-    Claimed,
+    /// The job got its result (completed or failed).
+    Finished,
+    /// A transient failure: the job is `queued` again and will be retried.
+    Requeued,
     /// The job was already claimed or finished elsewhere: a duplicate delivery, ignored.
     Duplicate,
     /// The job had used all its tries and is now `failed` with `INTERNAL`.
@@ -47,59 +66,121 @@ impl From<tokio_postgres::Error> for JobError {
 
 /// Handles one delivery.
 pub async fn handle(job: QueuedJob, ctx: Data<JobContext>) -> Result<Handled, JobError> {
-    let client = ctx.pool.get().await.map_err(DbError::from)?;
-    let handled = claim(&client, &job).await?;
-    match handled {
-        Handled::Exhausted => {
+    let claimed = {
+        let client = ctx.pool.get().await.map_err(DbError::from)?;
+        db::jobs::claim(
+            &client,
+            job.job_id,
+            MAX_TRIES,
+            job.is_redelivery(),
+            first_stage(job.modality),
+        )
+        .await?
+    };
+    let claimed = match claimed {
+        Claim::Claimed(claimed) => claimed,
+        Claim::Duplicate => {
+            tracing::debug!(job_id = %job.job_id, "Ignoring a duplicate delivery");
+            return Ok(Handled::Duplicate);
+        }
+        Claim::Exhausted => {
             tracing::warn!(job_id = %job.job_id, "Job failed after its last try");
+            count(job.modality, "exhausted");
             if let Err(err) = ctx.queue.record_dead(job.modality, job.job_id).await {
                 tracing::warn!(job_id = %job.job_id, error = %err, "Could not record a dead job");
             }
+            return Ok(Handled::Exhausted);
         }
-        Handled::Duplicate => {
-            tracing::debug!(job_id = %job.job_id, "Ignoring a duplicate delivery");
+    };
+    let started = Instant::now();
+    let result = match job.modality {
+        Modality::Text => text::classify(&ctx.pipeline, &claimed).await,
+        Modality::Image | Modality::Video | Modality::Audio => {
+            media::classify(&ctx.pipeline, job.modality, &claimed).await
         }
-        Handled::Claimed => {}
-    }
-    Ok(handled)
+    };
+    metrics::histogram!(
+        telemetry::CLASSIFY_DURATION_SECONDS,
+        "modality" => job.modality.as_str(),
+        "provider" => ctx.pipeline.provider_name(),
+    )
+    .record(started.elapsed().as_secs_f64());
+    let outcome = match result {
+        Ok(verdict) => decided(job.modality, &claimed, verdict),
+        Err(failure) if failure.retryable && claimed.attempts < MAX_TRIES => {
+            tracing::info!(
+                job_id = %job.job_id, code = failure.code, attempts = claimed.attempts,
+                "Job failed transiently; it goes back to the queue"
+            );
+            let client = ctx.pool.get().await.map_err(DbError::from)?;
+            db::jobs::requeue(&client, job.job_id).await?;
+            count(job.modality, "requeued");
+            return Ok(Handled::Requeued);
+        }
+        Err(failure) => JobOutcome::Failed {
+            code: failure.code,
+            message: failure.message,
+        },
+    };
+    let mut client = ctx.pool.get().await.map_err(DbError::from)?;
+    let tx = client.transaction().await?;
+    let finished = db::jobs::finish(&tx, job.job_id, &outcome).await?;
+    tx.commit().await?;
+    let Some(finished) = finished else {
+        return Ok(Handled::Duplicate);
+    };
+    metrics::histogram!(telemetry::JOB_TURNAROUND_SECONDS, "modality" => job.modality.as_str())
+        .record(finished.since_submitted.as_seconds_f64());
+    count(
+        job.modality,
+        match &outcome {
+            JobOutcome::Decided {
+                is_prohibited: true,
+                ..
+            } => "prohibited",
+            JobOutcome::Decided { .. } => "passed",
+            JobOutcome::Failed { .. } => "failed",
+        },
+    );
+    Ok(Handled::Finished)
 }
 
-/// Claims `job`: a queued job (or, on a redelivery, one a lost worker left `processing`) moves
-/// to `processing` with one more attempt, or to `failed` with `INTERNAL` when it has had
-/// [`MAX_TRIES`] already. Anything else is a duplicate.
-async fn claim(client: &impl GenericClient, job: &QueuedJob) -> Result<Handled, JobError> {
-    let stmt = client
-        .prepare_cached(
-            "UPDATE jobs SET
-                 status = CASE WHEN attempts >= $2 THEN 'failed' ELSE 'processing' END,
-                 stage = CASE WHEN attempts >= $2 THEN 'failed' ELSE $4 END,
-                 attempts = CASE WHEN attempts >= $2 THEN attempts ELSE attempts + 1 END,
-                 error_code = CASE WHEN attempts >= $2 THEN 'INTERNAL' ELSE error_code END,
-                 error_message = CASE WHEN attempts >= $2
-                     THEN 'The job did not complete after ' || $2 || ' tries.'
-                     ELSE error_message END,
-                 completed_at = CASE WHEN attempts >= $2 THEN now() ELSE completed_at END,
-                 updated_at = now()
-             WHERE id = $1 AND (status = 'queued' OR (status = 'processing' AND $3))
-             RETURNING status",
-        )
-        .await?;
-    let row = client
-        .query_opt(
-            &stmt,
-            &[
-                &job.job_id.0,
-                &MAX_TRIES,
-                &job.is_redelivery(),
-                &first_stage(job.modality),
-            ],
-        )
-        .await?;
-    Ok(match row {
-        None => Handled::Duplicate,
-        Some(row) if row.get::<_, &str>(0) == "failed" => Handled::Exhausted,
-        Some(_) => Handled::Claimed,
-    })
+fn count(modality: Modality, outcome: &'static str) {
+    metrics::counter!(
+        telemetry::JOBS_TOTAL,
+        "modality" => modality.as_str(),
+        "outcome" => outcome,
+    )
+    .increment(1);
+}
+
+/// The stored result of `verdict`: image and video always carry the three categories (`nsfw`
+/// only when the check ran); any job carries `custom` when a custom category ran.
+fn decided(modality: Modality, job: &ClaimedJob, verdict: Verdict) -> JobOutcome {
+    let visual_kind = matches!(modality, Modality::Image | Modality::Video);
+    let mut categories = serde_json::Map::new();
+    if visual_kind {
+        let visual = verdict.visual.unwrap_or_default();
+        categories.insert("ai_adult_general".into(), visual.ai_adult_general.into());
+        categories.insert("underage".into(), visual.underage.into());
+        if job.nsfw_check {
+            categories.insert("nsfw".into(), visual.nsfw.unwrap_or(false).into());
+        }
+    }
+    if !verdict.custom.is_empty() {
+        let custom: serde_json::Map<String, serde_json::Value> = verdict
+            .custom
+            .into_iter()
+            .map(|(name, hit)| (name, hit.into()))
+            .collect();
+        categories.insert("custom".into(), custom.into());
+    }
+    JobOutcome::Decided {
+        is_prohibited: verdict.prohibited,
+        reason: verdict.reason.filter(|_| verdict.prohibited),
+        categories: (!categories.is_empty()).then(|| categories.into()),
+        nsfw_checked: visual_kind.then_some(job.nsfw_check),
+    }
 }
 
 /// The stage a claimed job starts in: media is fetched first; text goes straight to the

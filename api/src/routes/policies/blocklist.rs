@@ -1,0 +1,80 @@
+//! `GET|POST|DELETE /api/v1/blocklist`: the account's own terms, each answered with the whole
+//! list as `{"terms": [...]}`.
+
+use actix_web::{web, HttpResponse};
+use moderation_shared::db::{
+    blocklist::{self, Added, MAX_PER_ACCOUNT},
+    DbError,
+};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::clean_terms;
+use crate::{auth::Principal, error::ApiError, state::AppState};
+
+/// The most terms one call may add or remove.
+const MAX_PER_CALL: usize = 100;
+
+/// The add and remove body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TermsBody {
+    terms: Vec<String>,
+}
+
+/// The account's terms.
+pub(super) async fn list(
+    state: web::Data<AppState>,
+    principal: Principal,
+) -> Result<HttpResponse, ApiError> {
+    let client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let terms = blocklist::terms(&client, principal.account_id).await?;
+    Ok(whole_list(terms))
+}
+
+/// Adds terms (those already present are fine); 409 when the account would hold more than
+/// [`MAX_PER_ACCOUNT`].
+pub(super) async fn add(
+    state: web::Data<AppState>,
+    principal: Principal,
+    body: web::Json<TermsBody>,
+) -> Result<HttpResponse, ApiError> {
+    let terms = clean_terms("terms", body.into_inner().terms, 1, MAX_PER_CALL)?;
+    let mut client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let tx = client.transaction().await.map_err(DbError::from)?;
+    match blocklist::add(&tx, principal.account_id, &terms).await? {
+        Added::Stored(stored) => {
+            let all = blocklist::terms(&tx, principal.account_id).await?;
+            // Nothing new: roll back, so the policy version stays and workers keep their cache.
+            if stored > 0 {
+                tx.commit().await.map_err(DbError::from)?;
+            }
+            Ok(whole_list(all))
+        }
+        Added::LimitExceeded { would_hold } => Err(ApiError::Conflict(format!(
+            "the blocklist would hold {would_hold} terms; an account may hold at most \
+             {MAX_PER_ACCOUNT}"
+        ))),
+    }
+}
+
+/// Removes terms (absent ones are ignored).
+pub(super) async fn remove(
+    state: web::Data<AppState>,
+    principal: Principal,
+    body: web::Json<TermsBody>,
+) -> Result<HttpResponse, ApiError> {
+    let terms = clean_terms("terms", body.into_inner().terms, 1, MAX_PER_CALL)?;
+    let mut client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let tx = client.transaction().await.map_err(DbError::from)?;
+    let removed = blocklist::remove(&tx, principal.account_id, &terms).await?;
+    let all = blocklist::terms(&tx, principal.account_id).await?;
+    if removed > 0 {
+        tx.commit().await.map_err(DbError::from)?;
+    }
+    Ok(whole_list(all))
+}
+
+fn whole_list(terms: Vec<String>) -> HttpResponse {
+    HttpResponse::Ok().json(json!({ "terms": terms }))
+}

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# End to end with the local provider: prompts submitted through the api, classified by a text
+# worker, completed in Postgres (no webhook target, so the dispatcher has nothing to do).
+#  1. Saturation: wrk with 64 connections for 20 s; completed jobs/s over the run, from the
+#     first submission to the last completion, once every job has finished.
+#  2. Below saturation: wrk paced (each of 8 connections waits between requests) at roughly
+#     half the saturated rate; p50/p99 of submit-to-completed (created_at to completed_at).
+# Targets: >= 2,000 completed text jobs/s; p50 <= 50 ms below saturation.
+source "$(dirname "$0")/../lib.sh"
+command -v wrk >/dev/null || apt_install wrk
+CONNECTIONS=${CONNECTIONS:-64}
+DURATION=${DURATION:-20}
+
+DB=$(bench_database e2e)
+NS="bench-e2e-$$"
+PORT=$(free_port)
+export DATABASE_URL=$DB REDIS_URL=$REDIS_BASE_URL APP_REDIS_NAMESPACE=$NS PORT RUST_LOG=warn
+export APP_AUTH_CONCURRENCY=${APP_AUTH_CONCURRENCY:-1000}
+export APP_WORKER_CONCURRENCY=${APP_WORKER_CONCURRENCY:-text=32}
+org=$("$BIN/modctl" org create --name bench | json_field org_id)
+"$BIN/modctl" org set "$org" --rate-per-minute 100000000 >/dev/null
+KEY=$("$BIN/modctl" key create --org "$org" --scopes moderate:prompt | json_field key)
+
+"$BIN/api" & API=$!
+METRICS_PORT=$(free_port) "$BIN/worker" --modality text & WORKER=$!
+cleanup() {
+  kill "$API" "$WORKER" 2>/dev/null || true
+  wait "$API" "$WORKER" 2>/dev/null || true
+  redis-cli -p "$REDIS_PORT" --scan --pattern "$NS:*" | xargs -r redis-cli -p "$REDIS_PORT" del >/dev/null
+}
+trap cleanup EXIT
+wait_http "http://127.0.0.1:$PORT/health"
+
+WORK=$(mktemp -d)
+BOUNDARY=benchboundary7d1f
+# $1: milliseconds each connection waits between requests (0: as fast as it can).
+write_script() {
+  cat > "$WORK/submit.lua" <<LUA
+wrk.method = "POST"
+wrk.headers["Authorization"] = "Bearer $KEY"
+wrk.headers["Content-Type"] = "multipart/form-data; boundary=$BOUNDARY"
+wrk.body = "--$BOUNDARY\r\nContent-Disposition: form-data; name=\"text\"\r\n\r\nIs this a friendly message about the weather today? I hope the picnic goes well.\r\n--$BOUNDARY--\r\n"
+function delay() return $1 end
+done = function(summary, latency, requests)
+  io.write(string.format("WRK requests=%d non2xx=%d\n", summary.requests,
+    summary.errors.status))
+end
+LUA
+}
+
+# Waits until no job is queued or processing (at most 120 s).
+drain() {
+  local i
+  for i in $(seq 1 1200); do
+    [ "$(psql "$DB" -qAtc "SELECT count(*) FROM jobs WHERE status IN ('queued','processing')")" = 0 ] && return 0
+    sleep 0.1
+  done
+  die "jobs did not drain"
+}
+
+log "saturation: wrk $CONNECTIONS connections, ${DURATION}s"
+write_script 0
+wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --timeout 5s -s "$WORK/submit.lua" \
+  "http://127.0.0.1:$PORT/api/v1/moderate/prompt" > "$WORK/sat.out"
+drain
+read -r sat_jobs sat_rate sat_failed < <(psql "$DB" -qAtF' ' -c "
+  SELECT count(*),
+         round(count(*) / extract(epoch FROM max(completed_at) - min(created_at)))::int,
+         count(*) FILTER (WHERE status <> 'completed')
+  FROM jobs")
+psql "$DB" -qc "TRUNCATE jobs CASCADE"
+
+# Half the saturated rate over 8 connections: each waits 8 / (rate / 2) s between requests.
+PACED_DELAY_MS=${PACED_DELAY_MS:-$(( 16000 / (sat_rate > 0 ? sat_rate : 1) ))}
+log "below saturation: wrk 8 connections, ${PACED_DELAY_MS} ms between requests, ${DURATION}s"
+write_script "$PACED_DELAY_MS"
+wrk -t2 -c8 -d"${DURATION}s" --timeout 5s -s "$WORK/submit.lua" \
+  "http://127.0.0.1:$PORT/api/v1/moderate/prompt" > "$WORK/paced.out"
+drain
+read -r paced_jobs paced_rate p50 p99 < <(psql "$DB" -qAtF' ' -c "
+  SELECT count(*),
+         round(count(*) / extract(epoch FROM max(created_at) - min(created_at)))::int,
+         round((1000 * extract(epoch FROM percentile_disc(0.5) WITHIN GROUP (ORDER BY completed_at - created_at)))::numeric, 1),
+         round((1000 * extract(epoch FROM percentile_disc(0.99) WITHIN GROUP (ORDER BY completed_at - created_at)))::numeric, 1)
+  FROM jobs")
+
+cat <<OUT
+e2e saturation: ${sat_rate} completed text jobs/s (${sat_jobs} jobs, ${sat_failed} not completed)   (target >= 2000)
+e2e below saturation: ${paced_rate} jobs/s offered, submit-to-completed p50 ${p50} ms, p99 ${p99} ms   (target p50 <= 50)
+api peak RSS: $(( $(peak_rss_kb "$API") / 1024 )) MB, worker peak RSS: $(( $(peak_rss_kb "$WORKER") / 1024 )) MB
+OUT
+rm -rf "$WORK"

@@ -1,0 +1,104 @@
+//! Image, video and audio jobs: fetch the media, match it against the hash banks, then ask the
+//! provider (a vision model for images and videos; transcription and the text check for audio).
+
+use moderation_shared::{
+    db::{self, jobs::ClaimedJob},
+    domain::Modality,
+    media_hash,
+};
+
+use crate::{
+    classify::{local, Media, TextContent, Verdict},
+    error::Failure,
+    pipeline::Pipeline,
+    probe,
+};
+
+/// Classifies a claimed media job of `modality`.
+pub async fn classify(
+    pipeline: &Pipeline,
+    modality: Modality,
+    job: &ClaimedJob,
+) -> Result<Verdict, Failure> {
+    let media = pipeline.fetcher().fetch(&job.content).await?;
+    if modality == Modality::Audio {
+        // Probing walks the container: CPU work, kept off the runtime's threads.
+        let bytes = media.bytes.clone();
+        let length = tokio::task::spawn_blocking(move || probe::audio_duration(bytes))
+            .await
+            .map_err(|_| Failure::transient("INTERNAL", "Probing the audio failed."))??;
+        if length > probe::MAX_AUDIO {
+            return Err(Failure::permanent(
+                "MEDIA_TOO_LONG",
+                "The audio is longer than 30 minutes.",
+            ));
+        }
+    }
+    let policy = pipeline.policy(job).await?;
+    let hits = bank_hits(pipeline, modality, job, &media).await?;
+    let banked = local::bank_verdict(modality, &hits, &policy.policy);
+    let Some(provider) = pipeline.model().filter(|_| !banked.prohibited) else {
+        return Ok(banked);
+    };
+    match modality {
+        Modality::Image | Modality::Video => {
+            pipeline.set_stage(job, "classifying").await?;
+            pipeline
+                .check_visual(provider, modality, &media, &policy)
+                .await
+        }
+        Modality::Audio => {
+            pipeline.set_stage(job, "transcribing").await?;
+            // The transcript lives only in this scope: never stored, logged or queued.
+            let transcript = provider.transcribe(&media).await?;
+            pipeline.set_stage(job, "classifying").await?;
+            if transcript.trim().is_empty() {
+                return Ok(local::passed(&policy.policy, false));
+            }
+            let content = TextContent {
+                text: &transcript,
+                messages: None,
+            };
+            pipeline.check_text(content, &policy).await
+        }
+        Modality::Text => Err(Failure::permanent(
+            "INTERNAL",
+            "A text job reached the media steps.",
+        )),
+    }
+}
+
+/// The categories of every hash-bank entry `media` matches: exact SHA-256 for every modality,
+/// and the PDQ perceptual hash for images.
+async fn bank_hits(
+    pipeline: &Pipeline,
+    modality: Modality,
+    job: &ClaimedJob,
+    media: &Media,
+) -> Result<Vec<String>, Failure> {
+    let sha256 = media_hash::sha256(&media.bytes);
+    let client = pipeline.db().await?;
+    let mut hits = db::hash_bank::categories_for_sha256(&client, job.account_id, &sha256).await?;
+    if modality == Modality::Image {
+        // Decoding is CPU work: keep it off the runtime's threads.
+        let bytes = media.bytes.clone();
+        let pdq = tokio::task::spawn_blocking(move || media_hash::pdq(&bytes))
+            .await
+            .map_err(|_| Failure::transient("INTERNAL", "Hashing the image failed."))?
+            .map_err(|_| {
+                Failure::permanent("MEDIA_UNSUPPORTED", "The image could not be decoded.")
+            })?;
+        let entries = db::hash_bank::pdq_entries(&client, job.account_id).await?;
+        hits.extend(
+            entries
+                .into_iter()
+                .filter(|(_, bank)| {
+                    media_hash::hamming(bank, &pdq) <= media_hash::PDQ_MATCH_DISTANCE
+                })
+                .map(|(category, _)| category),
+        );
+    }
+    hits.sort();
+    hits.dedup();
+    Ok(hits)
+}
