@@ -18,7 +18,8 @@ org=$("$BIN/modctl" org create --name bench | json_field org_id)
 "$BIN/modctl" org set "$org" --rate-per-minute 100000000 >/dev/null
 KEY=$("$BIN/modctl" key create --org "$org" --scopes moderate:prompt | json_field key)
 
-"$MODEL_VENV/bin/python" -m llama_cpp.server --model "$(model_file)" --host 127.0.0.1 \
+# The server reads settings such as PORT from the environment too: keep the api's out of it.
+env -u PORT "$MODEL_VENV/bin/python" -m llama_cpp.server --model "$(model_file)" --host 127.0.0.1 \
   --port "$MODEL_PORT" --n_ctx 2048 >/dev/null 2>&1 & MODEL=$!
 "$BIN/api" & API=$!
 WORKER=
