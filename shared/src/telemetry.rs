@@ -41,6 +41,10 @@ pub const CLASSIFY_DURATION_SECONDS: &str = "worker_classify_duration_seconds";
 
 /// Webhook attempts by `outcome` (`delivered`, `retry`, `abandoned`, `undeliverable`).
 pub const WEBHOOK_ATTEMPTS_TOTAL: &str = "webhook_attempts_total";
+/// How long the oldest due webhook delivery has waited past its due time (0 when none).
+pub const WEBHOOK_OLDEST_DUE_SECONDS: &str = "webhook_oldest_due_seconds";
+/// Apalis workers that stopped with an error and were restarted.
+pub const WORKER_RESTARTS_TOTAL: &str = "worker_restarts_total";
 /// How late attempts start against their schedule.
 pub const WEBHOOK_LATENESS_SECONDS: &str = "webhook_lateness_seconds";
 /// Requests refused with 429 by the api's limits, by `reason` (`rate`, `lockout`,
@@ -145,6 +149,16 @@ fn describe() {
         "Jobs the relay put on the queue again, by modality."
     );
     describe_gauge!(QUEUE_DEPTH, "Queue entries by modality and state.");
+    describe_gauge!(
+        WEBHOOK_OLDEST_DUE_SECONDS,
+        Unit::Seconds,
+        "How long the oldest due webhook delivery has waited past its due time."
+    );
+    describe_counter!(
+        WORKER_RESTARTS_TOTAL,
+        Unit::Count,
+        "Queue workers that stopped with an error and were restarted."
+    );
     describe_counter!(
         JOBS_TOTAL,
         Unit::Count,

@@ -172,6 +172,7 @@ impl Worker {
             })
             .should_restart(move |worker, err| {
                 restarts.worker_errors.fetch_add(1, Ordering::Relaxed);
+                metrics::counter!(telemetry::WORKER_RESTARTS_TOTAL).increment(1);
                 tracing::error!(worker = worker.name(), error = %err, "Worker failed; restarting");
                 true
             })

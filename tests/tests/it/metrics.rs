@@ -37,12 +37,25 @@ async fn the_worker_and_the_dispatcher_serve_prometheus_text_on_their_metrics_po
         let _ = dispatcher_stopped.await;
     }));
 
+    let key = app.account_with_key(None).await;
+    let job = app.submit_prompt(&key, "a sentence to classify").await;
+    app.finished_job(&key, job).await;
+
     for port in ports {
         let (status, content_type, text) = scrape(port, "/metrics").await;
         assert_eq!(status, 200);
         assert!(content_type.starts_with("text/plain"), "{content_type}");
         assert!(text.contains("# TYPE process_up gauge"), "{text}");
         assert_eq!(scrape(port, "/other").await.0, 404);
+    }
+    let (_, _, worker_text) = scrape(ports[0], "/metrics").await;
+    for line in [
+        "worker_jobs_total{modality=\"text\",outcome=\"passed\"}",
+        "# TYPE job_turnaround_seconds histogram",
+        "worker_classify_duration_seconds_bucket{modality=\"text\",provider=\"local\",le=",
+        "# TYPE webhook_oldest_due_seconds gauge",
+    ] {
+        assert!(worker_text.contains(line), "{line} in {worker_text}");
     }
 
     let _ = stop_worker.send(());
