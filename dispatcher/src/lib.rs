@@ -35,6 +35,11 @@ use crate::deliver::{Outcome, Sender};
 /// Beyond twice the attempt deadline, how long a claim lasts before a silent dispatcher's
 /// attempt is given up and the row is due again (an attempt never takes longer).
 const LEASE_MARGIN: Duration = Duration::from_secs(1);
+/// The `attempt` label values of the 12 attempts.
+const ATTEMPT_NUMBERS: [&str; 12] = [
+    "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12",
+];
+
 /// How often the age of the oldest due delivery is sampled.
 const OLDEST_DUE_SAMPLE: Duration = Duration::from_secs(1);
 
@@ -176,6 +181,7 @@ impl Core {
     /// Publishes how long the oldest due delivery has waited (0 when none is overdue): it
     /// grows when the dispatcher falls behind or stops.
     async fn sample_oldest_due(&self) {
+        telemetry::record_pool_use(&self.pool);
         let Ok(client) = self.pool.get().await else {
             return;
         };
@@ -251,7 +257,13 @@ impl Core {
             NextStep::Abandoned => "abandoned",
             NextStep::Undeliverable => "undeliverable",
         };
-        metrics::counter!(telemetry::WEBHOOK_ATTEMPTS_TOTAL, "outcome" => label).increment(1);
+        let number = usize::try_from(delivery.attempt)
+            .ok()
+            .and_then(|n| ATTEMPT_NUMBERS.get(n.saturating_sub(1)))
+            .copied()
+            .unwrap_or("other");
+        metrics::counter!(telemetry::WEBHOOK_ATTEMPTS_TOTAL, "outcome" => label, "attempt" => number)
+            .increment(1);
         tracing::info!(
             delivery_id = %delivery.id,
             attempt = delivery.attempt,

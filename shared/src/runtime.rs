@@ -115,6 +115,7 @@ pub async fn watch_dependencies(pool: Pool, redis: RedisConn, every: std::time::
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
+        telemetry::record_pool_use(&pool);
         let postgres = tokio::time::timeout(every, async {
             let client = pool.get().await.map_err(anyhow::Error::from)?;
             client

@@ -39,8 +39,12 @@ pub const JOB_TURNAROUND_SECONDS: &str = "job_turnaround_seconds";
 /// Time to classify one job (fetching included), by `modality` and `provider`.
 pub const CLASSIFY_DURATION_SECONDS: &str = "worker_classify_duration_seconds";
 
-/// Webhook attempts by `outcome` (`delivered`, `retry`, `abandoned`, `undeliverable`).
+/// Webhook attempts by `outcome` (`delivered`, `retry`, `abandoned`, `undeliverable`) and
+/// `attempt` number (`1` to `12`).
 pub const WEBHOOK_ATTEMPTS_TOTAL: &str = "webhook_attempts_total";
+/// Postgres connections of this process's pool, by `state` (`in_use`, `idle`, and `waiting`
+/// for callers queued for one).
+pub const DB_POOL_CONNECTIONS: &str = "db_pool_connections";
 /// How long the oldest due webhook delivery has waited past its due time (0 when none).
 pub const WEBHOOK_OLDEST_DUE_SECONDS: &str = "webhook_oldest_due_seconds";
 /// Apalis workers that stopped with an error and were restarted.
@@ -84,6 +88,19 @@ pub fn init_tracing(service: &'static str) {
     };
     if result.is_ok() {
         tracing::debug!(service, "Logging started");
+    }
+}
+
+/// Publishes the pool's use ([`DB_POOL_CONNECTIONS`]).
+pub fn record_pool_use(pool: &deadpool_postgres::Pool) {
+    let status = pool.status();
+    let in_use = status.size.saturating_sub(status.available);
+    for (state, value) in [
+        ("in_use", in_use),
+        ("idle", status.available),
+        ("waiting", status.waiting),
+    ] {
+        metrics::gauge!(DB_POOL_CONNECTIONS, "state" => state).set(value as f64);
     }
 }
 
@@ -149,6 +166,10 @@ fn describe() {
         "Jobs the relay put on the queue again, by modality."
     );
     describe_gauge!(QUEUE_DEPTH, "Queue entries by modality and state.");
+    describe_gauge!(
+        DB_POOL_CONNECTIONS,
+        "Postgres pool connections in use and idle, and callers waiting for one."
+    );
     describe_gauge!(
         WEBHOOK_OLDEST_DUE_SECONDS,
         Unit::Seconds,

@@ -58,6 +58,7 @@ async fn check(dependency: &'static str, probe: impl Future<Output = anyhow::Res
 
 /// `GET /metrics`: Prometheus text.
 pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+    telemetry::record_pool_use(&state.pool);
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
         .body(state.metrics.render())

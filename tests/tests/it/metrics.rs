@@ -4,6 +4,33 @@ use moderation_dispatcher::Dispatcher;
 use moderation_tests::{receiver::TestReceiver, spawn_app, worker::worker_settings};
 use moderation_worker::Worker;
 
+/// Runs `promtool check metrics` (its path in `PROMTOOL`, which scripts/test sets) on `text`.
+fn promtool_accepts(process: &str, text: &str) {
+    use std::io::Write;
+    let promtool = std::env::var("PROMTOOL")
+        .expect("PROMTOOL names promtool (scripts/test unpacks it; or set it yourself)");
+    let mut child = std::process::Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run promtool");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool rejects the {process} exposition: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 async fn scrape(port: u16, path: &str) -> (u16, String, String) {
     let response = reqwest::get(format!("http://127.0.0.1:{port}{path}"))
         .await
@@ -48,6 +75,18 @@ async fn the_worker_and_the_dispatcher_serve_prometheus_text_on_their_metrics_po
         assert!(text.contains("# TYPE process_up gauge"), "{text}");
         assert_eq!(scrape(port, "/other").await.0, 404);
     }
+    let (_, _, api_text) = scrape(app.port, "/metrics").await;
+    for (process, port) in [
+        ("api", app.port),
+        ("worker", ports[0]),
+        ("dispatcher", ports[1]),
+    ] {
+        promtool_accepts(process, &scrape(port, "/metrics").await.2);
+    }
+    assert!(
+        api_text.contains("db_pool_connections{state=\"in_use\"}"),
+        "{api_text}"
+    );
     let (_, _, worker_text) = scrape(ports[0], "/metrics").await;
     for line in [
         "worker_jobs_total{modality=\"text\",outcome=\"passed\"}",
