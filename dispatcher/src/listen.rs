@@ -32,7 +32,13 @@ async fn listen_once(
     // The connection must be driven while LISTEN runs.
     loop {
         tokio::select! {
-            done = &mut listen => { done?; break; }
+            done = &mut listen => {
+                done?;
+                // A delivery made before LISTEN took effect sent its notification to nobody:
+                // look once now that every later one will arrive.
+                wake.notify_one();
+                break;
+            }
             message = messages.next() => match message {
                 Some(Ok(AsyncMessage::Notification(_))) => wake.notify_one(),
                 Some(Ok(_)) => {}
