@@ -7,11 +7,7 @@ pub mod listen;
 pub mod schedule;
 pub mod settings;
 
-use std::{
-    future::Future,
-    sync::Arc,
-    time::{Duration, Instant},
-};
+use std::{future::Future, sync::Arc, time::Duration};
 
 use moderation_shared::{
     clock,
@@ -116,14 +112,18 @@ impl Dispatcher {
         ));
         let metrics = tokio::spawn(self.metrics.serve());
         let mut running = JoinSet::new();
-        let mut sampled: Option<Instant> = None;
+        // Sampling runs beside the loop, so a slow connection never delays an attempt.
+        let core = self.core.clone();
+        let sampler = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(OLDEST_DUE_SAMPLE);
+            loop {
+                tick.tick().await;
+                core.sample_oldest_due().await;
+            }
+        });
         tokio::pin!(shutdown);
         loop {
             while running.try_join_next().is_some() {}
-            if sampled.is_none_or(|at| at.elapsed() >= OLDEST_DUE_SAMPLE) {
-                sampled = Some(Instant::now());
-                self.core.sample_oldest_due().await;
-            }
             let idle = match self.core.dispatch_due(&mut running).await {
                 // Every slot busy: a finishing attempt wakes the loop.
                 Ok(_) if self.core.slots.available_permits() == 0 => self.core.settings.idle_poll,
@@ -147,6 +147,7 @@ impl Dispatcher {
         while running.join_next().await.is_some() {}
         listener.abort();
         metrics.abort();
+        sampler.abort();
     }
 }
 
