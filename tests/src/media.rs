@@ -224,26 +224,28 @@ pub fn wav(rate: u32, samples: u32) -> Vec<u8> {
 
 /// A PNG picture (64×64): a gradient with a bright square at (`x`, `y`).
 pub fn png(x: u32, y: u32) -> Vec<u8> {
-    encode_picture(x, y, pdqhash::image::ImageOutputFormat::Png)
+    let mut out = std::io::Cursor::new(Vec::new());
+    picture(x, y)
+        .write_to(&mut out, image::ImageFormat::Png)
+        .expect("encode");
+    out.into_inner()
 }
 
 /// The same picture as [`png`], as a JPEG of quality 70 (other bytes, a close PDQ hash).
 pub fn jpeg(x: u32, y: u32) -> Vec<u8> {
-    encode_picture(x, y, pdqhash::image::ImageOutputFormat::Jpeg(70))
+    let mut out = Vec::new();
+    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, 70)
+        .encode_image(&picture(x, y))
+        .expect("encode");
+    out
 }
 
-fn encode_picture(x: u32, y: u32, format: pdqhash::image::ImageOutputFormat) -> Vec<u8> {
-    use pdqhash::image::{DynamicImage, Rgb, RgbImage};
-    let picture = RgbImage::from_fn(64, 64, |i, j| {
+fn picture(x: u32, y: u32) -> image::DynamicImage {
+    image::DynamicImage::ImageRgb8(image::RgbImage::from_fn(64, 64, |i, j| {
         if (x..x + 20).contains(&i) && (y..y + 20).contains(&j) {
-            Rgb([250, 250, 250])
+            image::Rgb([250, 250, 250])
         } else {
-            Rgb([(i * 3) as u8, (j * 3) as u8, 60])
+            image::Rgb([(i * 3) as u8, (j * 3) as u8, 60])
         }
-    });
-    let mut out = std::io::Cursor::new(Vec::new());
-    DynamicImage::ImageRgb8(picture)
-        .write_to(&mut out, format)
-        .expect("encode");
-    out.into_inner()
+    }))
 }

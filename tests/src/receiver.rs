@@ -211,11 +211,18 @@ pub mod tempfile_path {
         }
     }
 
-    /// Writes `contents` to a new temporary file.
+    /// Writes `contents` to a new temporary `.pem` file.
     pub fn write(contents: &str) -> TempPath {
-        let path =
-            std::env::temp_dir().join(format!("moderation-test-{}.pem", uuid::Uuid::new_v4()));
-        std::fs::write(&path, contents).expect("write temp file");
+        write_bytes(contents.as_bytes(), "pem")
+    }
+
+    /// Writes `bytes` to a new temporary file named with `extension`.
+    pub fn write_bytes(bytes: &[u8], extension: &str) -> TempPath {
+        let path = std::env::temp_dir().join(format!(
+            "moderation-test-{}.{extension}",
+            uuid::Uuid::new_v4()
+        ));
+        std::fs::write(&path, bytes).expect("write temp file");
         TempPath(path)
     }
 }

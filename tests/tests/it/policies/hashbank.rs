@@ -1,53 +1,11 @@
 //! `modctl hashbank add`, run as the operator runs it.
 
-use std::io::Cursor;
-
-use image::{DynamicImage, ImageFormat, RgbImage};
 use moderation_shared::{db::hash_bank, domain::AccountId, media_hash};
-use moderation_tests::{spawn_app, TestApp};
+use moderation_tests::{media::png, receiver::tempfile_path::write_bytes, spawn_app, TestApp};
 use serde_json::Value;
 
 use super::{create_category, settings_key};
 use crate::modctl::modctl;
-
-/// A file under the system's temporary directory, removed when dropped.
-struct TempFile(std::path::PathBuf);
-
-impl TempFile {
-    fn with(bytes: &[u8], extension: &str) -> Self {
-        let path =
-            std::env::temp_dir().join(format!("hashbank-{}.{extension}", uuid::Uuid::new_v4()));
-        std::fs::write(&path, bytes).unwrap();
-        Self(path)
-    }
-
-    fn path(&self) -> &str {
-        self.0.to_str().unwrap()
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// A 128×128 PNG with some structure.
-fn png() -> Vec<u8> {
-    let picture = RgbImage::from_fn(128, 128, |x, y| {
-        let level = ((x * 2 + y) % 256) as u8;
-        image::Rgb([
-            level,
-            255 - level,
-            if (40..80).contains(&x) { 220 } else { 30 },
-        ])
-    });
-    let mut out = Cursor::new(Vec::new());
-    DynamicImage::ImageRgb8(picture)
-        .write_to(&mut out, ImageFormat::Png)
-        .unwrap();
-    out.into_inner()
-}
 
 async fn entry_count(app: &TestApp) -> i64 {
     let client = app.db.pool.get().await.unwrap();
@@ -62,8 +20,8 @@ async fn entry_count(app: &TestApp) -> i64 {
 async fn hashbank_add_with_a_png_file_stores_its_sha256_and_pdq() {
     let app = spawn_app().await;
     let org = app.create_account().await;
-    let bytes = png();
-    let file = TempFile::with(&bytes, "png");
+    let bytes = png(20, 20);
+    let file = write_bytes(&bytes, "png");
     let org_id = org.to_string();
 
     let (ok, out, stderr) = modctl(
@@ -76,7 +34,7 @@ async fn hashbank_add_with_a_png_file_stores_its_sha256_and_pdq() {
             "--category",
             "nsfw",
             "--file",
-            file.path(),
+            file.path().to_str().unwrap(),
         ],
     );
 
@@ -111,7 +69,7 @@ async fn hashbank_add_with_a_png_file_stores_its_sha256_and_pdq() {
 async fn hashbank_add_with_a_file_that_is_no_image_stores_only_its_sha256() {
     let app = spawn_app().await;
     let bytes = b"not a picture, just some text".to_vec();
-    let file = TempFile::with(&bytes, "txt");
+    let file = write_bytes(&bytes, "txt");
 
     let (ok, out, stderr) = modctl(
         &app,
@@ -122,7 +80,7 @@ async fn hashbank_add_with_a_file_that_is_no_image_stores_only_its_sha256() {
             "--category",
             "underage",
             "--file",
-            file.path(),
+            file.path().to_str().unwrap(),
         ],
     );
 
