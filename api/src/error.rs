@@ -11,6 +11,7 @@ use actix_web::{
 };
 use moderation_shared::db::DbError;
 use serde::Serialize;
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 /// An error answered to a client.
@@ -74,17 +75,22 @@ pub enum ApiError {
 }
 
 /// The contract's error body.
-#[derive(Debug, Serialize)]
-pub struct ErrorBody<'a> {
-    /// Stable code, e.g. `INVALID_REQUEST`.
-    pub error: &'a str,
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// Stable code: `INVALID_REQUEST`, `UNAUTHORIZED`, `FORBIDDEN`, `ACCOUNT_TERMINATED`,
+    /// `NOT_FOUND`, `METHOD_NOT_ALLOWED`, `CONFLICT`, `PAYLOAD_TOO_LARGE`,
+    /// `UNSUPPORTED_MEDIA_TYPE`, `RATE_LIMITED`, `QUOTA_EXCEEDED`, `INTERNAL_ERROR` or
+    /// `SERVICE_UNAVAILABLE`.
+    #[schema(example = "INVALID_REQUEST")]
+    pub error: &'static str,
     /// A sentence for people.
-    pub message: &'a str,
+    pub message: String,
     /// The HTTP status.
     #[serde(rename = "statusCode")]
     pub status_code: u16,
     /// The job concerned, when one exists.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub job_id: Option<Uuid>,
 }
 
@@ -172,7 +178,7 @@ impl ResponseError for ApiError {
         }
         response.json(ErrorBody {
             error: self.code(),
-            message: &message,
+            message,
             status_code: status.as_u16(),
             job_id,
         })

@@ -10,6 +10,7 @@ pub mod gate;
 pub mod limits;
 pub mod middleware;
 pub mod multipart;
+pub mod openapi;
 pub mod routes;
 pub mod settings;
 pub mod startup;

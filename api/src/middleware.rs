@@ -131,7 +131,7 @@ pub async fn json_errors(
     }
     let replacement = replacement.json(ErrorBody {
         error: code,
-        message,
+        message: message.to_owned(),
         status_code: status.as_u16(),
         job_id: None,
     });

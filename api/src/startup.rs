@@ -9,7 +9,7 @@ use crate::{
     auth::{self, Authenticator},
     error::{self, ApiError},
     limits::{in_flight::InFlight, Limiter},
-    middleware, routes,
+    middleware, openapi, routes,
     settings::ApiSettings,
     state::AppState,
 };
@@ -99,6 +99,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(resource("/metrics").route(web::get().to(routes::health::metrics)))
         .service(
             web::scope(auth::API_PREFIX)
+                .service(resource("/openapi.json").route(web::get().to(openapi::openapi_json)))
                 .configure(routes::me::configure)
                 .configure(routes::submissions::configure)
                 .configure(routes::jobs::configure)

@@ -24,8 +24,14 @@ use moderation_shared::{
 use serde::Deserialize;
 use time::{format_description::well_known, Date, Duration, OffsetDateTime, Time};
 use tokio_postgres::RowStream;
+use utoipa::IntoParams;
 
-use crate::{auth::Principal, error::ApiError, startup::resource, state::AppState};
+use crate::{
+    auth::Principal,
+    error::{ApiError, ErrorBody},
+    startup::resource,
+    state::AppState,
+};
 
 /// The longest window an export may cover.
 pub const MAX_WINDOW: Duration = Duration::days(366);
@@ -54,15 +60,25 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 }
 
 /// The query string: both bounds are required.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ExportQuery {
-    /// Inclusive lower bound on `created_at`.
+    /// Inclusive lower bound on `created_at`: an RFC 3339 instant or a `YYYY-MM-DD` date.
+    #[param(required = true, nullable = false)]
     pub from: Option<String>,
-    /// Exclusive upper bound on `created_at`.
+    /// Exclusive upper bound on `created_at`, after `from` and at most 366 days later.
+    #[param(required = true, nullable = false)]
     pub to: Option<String>,
 }
 
 /// Answers the CSV of the caller's jobs created in `[from, to)`.
+#[utoipa::path(get, path = "/api/v1/jobs/export", operation_id = "export_jobs", tag = "jobs", params(ExportQuery),
+    responses(
+        (status = 200, description = "UTF-8 CSV with a byte-order mark and a header row, \
+         ordered by `created_at`, streamed.", content_type = "text/csv", body = String),
+        (status = 400, description = "A bound is missing or unparsable, `from` is not before \
+         `to`, or the window is over 366 days.", body = ErrorBody),
+    ))]
 pub async fn export(
     principal: Principal,
     query: web::Query<ExportQuery>,

@@ -7,12 +7,24 @@ use moderation_shared::{
     db::jobs::{self, Job, JobStatus},
     domain::JobId,
 };
-use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use time::OffsetDateTime;
+use utoipa::{
+    openapi::{
+        schema::{AdditionalProperties, ObjectBuilder, Type},
+        Object,
+    },
+    IntoParams, ToSchema,
+};
 use uuid::Uuid;
 
-use crate::{auth::Principal, error::ApiError, startup::resource, state::AppState};
+use crate::{
+    auth::Principal,
+    error::{ApiError, ErrorBody},
+    startup::resource,
+    state::AppState,
+};
 
 /// Default and largest page of `GET /jobs`.
 const DEFAULT_LIMIT: i64 = 100;
@@ -36,72 +48,185 @@ async fn load(state: &AppState, principal: &Principal, id: Uuid) -> Result<Job, 
         .ok_or_else(not_found)
 }
 
-async fn get_job(
+#[utoipa::path(get, path = "/api/v1/job/{id}", tag = "jobs",
+    params(("id" = Uuid, Path, description = "The job's id.")),
+    responses(
+        (status = 200, description = "The job.", body = JobView),
+        (status = 400, description = "The id is not a UUID.", body = ErrorBody),
+        (status = 404, description = "No such job of this account.", body = ErrorBody),
+    ))]
+pub(crate) async fn get_job(
     state: web::Data<AppState>,
     principal: Principal,
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     let job = load(&state, &principal, id.into_inner()).await?;
-    Ok(HttpResponse::Ok().json(job_json(&job)))
+    Ok(HttpResponse::Ok().json(JobView::from(&job)))
 }
 
-async fn get_progress(
+/// Where a job is in its processing.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Progress {
+    /// The job's id.
+    #[schema(value_type = Uuid)]
+    job_id: JobId,
+    /// `queued`, `processing`, `completed` or `failed`.
+    status: &'static str,
+    /// `queued`, `fetching`, `transcribing`, `classifying`, `done` or `failed`.
+    stage: String,
+    /// How many times a worker took it.
+    attempts: i32,
+    /// When it last changed (RFC 3339, milliseconds).
+    #[schema(format = DateTime)]
+    updated_at: String,
+}
+
+#[utoipa::path(get, path = "/api/v1/job/{id}/progress", tag = "jobs",
+    params(("id" = Uuid, Path, description = "The job's id.")),
+    responses(
+        (status = 200, description = "The job's stage.", body = Progress),
+        (status = 400, description = "The id is not a UUID.", body = ErrorBody),
+        (status = 404, description = "No such job of this account.", body = ErrorBody),
+    ))]
+pub(crate) async fn get_progress(
     state: web::Data<AppState>,
     principal: Principal,
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     let job = load(&state, &principal, id.into_inner()).await?;
-    Ok(HttpResponse::Ok().json(json!({
-        "job_id": job.id,
-        "status": job.status.as_str(),
-        "stage": job.stage,
-        "attempts": job.attempts,
-        "updated_at": format_millis(job.updated_at),
-    })))
+    Ok(HttpResponse::Ok().json(Progress {
+        job_id: job.id,
+        status: job.status.as_str(),
+        stage: job.stage,
+        attempts: job.attempts,
+        updated_at: format_millis(job.updated_at),
+    }))
 }
 
 /// The job object of the contract (section 3).
-pub fn job_json(job: &Job) -> Value {
-    let mut out = Map::new();
-    out.insert("job_id".into(), json!(job.id));
-    out.insert("type".into(), json!(job.kind));
-    out.insert("status".into(), json!(job.status.as_str()));
-    out.insert("created_at".into(), json!(format_millis(job.created_at)));
-    out.insert(
-        "completed_at".into(),
-        json!(job.completed_at.map(format_millis)),
-    );
-    let decided = job.status == JobStatus::Completed;
-    let prohibited = job.is_prohibited.filter(|_| decided);
-    out.insert("is_prohibited".into(), json!(prohibited));
-    if prohibited == Some(true) {
-        if let Some(reason) = &job.reason {
-            out.insert("reason".into(), json!(reason));
-        }
-    }
-    if let Some(categories) = &job.categories {
-        out.insert("categories".into(), categories.clone());
-    }
-    if job.status == JobStatus::Failed {
-        out.insert(
-            "error".into(),
-            json!({
-                "code": job.error_code.as_deref().unwrap_or("INTERNAL"),
-                "message": job.error_message.as_deref().unwrap_or("the job could not be processed"),
-            }),
-        );
-    }
-    Value::Object(out)
+#[derive(Debug, Serialize, ToSchema)]
+pub struct JobView {
+    /// The job's id.
+    #[schema(value_type = Uuid)]
+    job_id: JobId,
+    /// `text`, `image`, `video` or `audio` (older jobs may hold a historical type).
+    #[serde(rename = "type")]
+    kind: String,
+    /// `queued`, `processing`, `completed` or `failed`.
+    status: &'static str,
+    /// When it was submitted (RFC 3339, milliseconds).
+    #[schema(format = DateTime)]
+    created_at: String,
+    /// When it finished, else `null`.
+    #[schema(format = DateTime)]
+    #[schema(required = true)]
+    completed_at: Option<String>,
+    /// The decision: `null` until completed.
+    #[schema(required = true)]
+    is_prohibited: Option<bool>,
+    /// Why it was rejected; present only when `is_prohibited` is true.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    reason: Option<String>,
+    /// Category results, when any ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = categories_schema)]
+    categories: Option<Value>,
+    /// Why it failed; present only on failed jobs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    error: Option<JobError>,
 }
 
-#[derive(Debug, Deserialize)]
-struct ListQuery {
+/// Why a job failed.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct JobError {
+    /// `MEDIA_UNREACHABLE`, `MEDIA_TOO_LARGE`, `MEDIA_TOO_LONG`, `MEDIA_UNSUPPORTED`,
+    /// `URL_NOT_ALLOWED`, `CLASSIFIER_UNAVAILABLE` or `INTERNAL`.
+    code: String,
+    /// A sentence for people.
+    message: String,
+}
+
+/// The `categories` object: the visual categories of image and video jobs (`nsfw` absent when
+/// the account's NSFW check is off) and `custom` when a custom category ran.
+fn categories_schema() -> Object {
+    let flag = || ObjectBuilder::new().schema_type(Type::Boolean);
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .description(Some(
+            "Image and video jobs carry the three visual categories (`nsfw` absent when the \
+             account's NSFW check is off); any job carries `custom` when a custom category ran.",
+        ))
+        .property("ai_adult_general", flag())
+        .property("underage", flag())
+        .property("nsfw", flag())
+        .property(
+            "custom",
+            ObjectBuilder::new()
+                .schema_type(Type::Object)
+                .additional_properties(Some(AdditionalProperties::RefOr(flag().into()))),
+        )
+        .build()
+}
+
+impl From<&Job> for JobView {
+    fn from(job: &Job) -> Self {
+        let decided = job.status == JobStatus::Completed;
+        let prohibited = job.is_prohibited.filter(|_| decided);
+        Self {
+            job_id: job.id,
+            kind: job.kind.clone(),
+            status: job.status.as_str(),
+            created_at: format_millis(job.created_at),
+            completed_at: job.completed_at.map(format_millis),
+            is_prohibited: prohibited,
+            reason: job.reason.clone().filter(|_| prohibited == Some(true)),
+            categories: job.categories.clone(),
+            error: (job.status == JobStatus::Failed).then(|| JobError {
+                code: job
+                    .error_code
+                    .clone()
+                    .unwrap_or_else(|| "INTERNAL".to_owned()),
+                message: job
+                    .error_message
+                    .clone()
+                    .unwrap_or_else(|| "the job could not be processed".to_owned()),
+            }),
+        }
+    }
+}
+
+/// A page of jobs.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct JobList {
+    /// Oldest first.
+    jobs: Vec<JobView>,
+    /// Pass as `cursor` for the next page; `null` on the last.
+    #[schema(required = true)]
+    next_cursor: Option<String>,
+}
+
+/// The listing's query.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct ListQuery {
+    /// Comma-separated statuses (`queued`, `processing`, `completed`, `failed`); default
+    /// `queued,processing`.
     status: Option<String>,
+    /// 1 to 1000; default 100.
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<i64>,
+    /// The `next_cursor` of the previous page.
     cursor: Option<String>,
 }
 
-async fn list_jobs(
+#[utoipa::path(get, path = "/api/v1/jobs", tag = "jobs", params(ListQuery), responses(
+    (status = 200, description = "A page of the account's jobs, oldest first.", body = JobList),
+    (status = 400, description = "An unknown status, a limit out of range or a bad cursor.",
+     body = ErrorBody),
+))]
+pub(crate) async fn list_jobs(
     state: web::Data<AppState>,
     principal: Principal,
     query: web::Query<ListQuery>,
@@ -124,10 +249,10 @@ async fn list_jobs(
     } else {
         None
     };
-    Ok(HttpResponse::Ok().json(json!({
-        "jobs": found.iter().map(job_json).collect::<Vec<_>>(),
-        "next_cursor": next_cursor,
-    })))
+    Ok(HttpResponse::Ok().json(JobList {
+        jobs: found.iter().map(JobView::from).collect(),
+        next_cursor,
+    }))
 }
 
 fn parse_statuses(raw: &str) -> Result<Vec<JobStatus>, ApiError> {

@@ -10,8 +10,14 @@ use actix_web::{web, HttpResponse};
 use moderation_shared::{clock, db::job_reports};
 use serde::{Deserialize, Serialize};
 use time::{Duration, OffsetDateTime, Time, UtcOffset};
+use utoipa::{IntoParams, ToSchema};
 
-use crate::{auth::Principal, error::ApiError, startup::resource, state::AppState};
+use crate::{
+    auth::Principal,
+    error::{ApiError, ErrorBody},
+    startup::resource,
+    state::AppState,
+};
 
 /// Registers the route under the `/api/v1` scope.
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -94,14 +100,16 @@ impl Period {
 }
 
 /// The query string.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct VolumeQuery {
     /// `hour`, `day`, `week` (default) or `month`.
+    #[param(example = "week")]
     pub period: Option<String>,
 }
 
 /// The response body.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct Volume {
     /// The period, echoed.
     pub period: &'static str,
@@ -112,10 +120,11 @@ pub struct Volume {
 }
 
 /// Jobs submitted in one bucket, by series.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct Point {
     /// The bucket's start.
     #[serde(with = "clock::serde_millis")]
+    #[schema(value_type = String, format = DateTime)]
     pub ts: OffsetDateTime,
     /// Legacy `pre` jobs.
     pub pre: i64,
@@ -132,6 +141,12 @@ pub struct Point {
 }
 
 /// Answers the caller's series for `period`.
+#[utoipa::path(get, path = "/api/v1/usage/volume", operation_id = "usage_volume", tag = "account", params(VolumeQuery),
+    responses(
+        (status = 200, description = "Jobs submitted per bucket, oldest first, zeros included.",
+         body = Volume),
+        (status = 400, description = "An unknown period.", body = ErrorBody),
+    ))]
 pub async fn volume(
     principal: Principal,
     query: web::Query<VolumeQuery>,

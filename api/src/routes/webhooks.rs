@@ -8,10 +8,16 @@ use moderation_shared::{
     db::webhooks::{self, SigningSecret, WebhookStoreError},
     url_guard::UrlUse,
 };
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
 
-use crate::{auth::Principal, error::ApiError, startup::resource, state::AppState};
+use crate::{
+    auth::Principal,
+    error::{ApiError, ErrorBody},
+    startup::resource,
+    state::AppState,
+};
 
 /// Clock skew a Standard Webhooks verifier accepts by default.
 pub const TOLERANCE_SECONDS: u64 = 300;
@@ -45,13 +51,82 @@ impl From<WebhookStoreError> for ApiError {
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// The register body.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct RegisterBody {
+pub(crate) struct RegisterBody {
+    /// An https URL resolving to public addresses only.
+    #[schema(format = "uri")]
     url: String,
 }
 
-async fn register(
+/// The account's global webhook URL after a change.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Registered {
+    /// The URL, as stored.
+    url: String,
+    /// When it was set (RFC 3339, milliseconds).
+    #[schema(format = DateTime)]
+    updated_at: String,
+}
+
+/// The account's global webhook URL.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CurrentUrl {
+    /// The URL, or `null` when none is set.
+    #[schema(required = true)]
+    url: Option<String>,
+}
+
+/// One signing secret, without its value.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SecretListed {
+    /// Its id.
+    id: Uuid,
+    /// When it was made (RFC 3339, milliseconds).
+    #[schema(format = DateTime)]
+    created_at: String,
+    /// When an `expiring` secret stops signing, else `null`.
+    #[schema(format = DateTime)]
+    #[schema(required = true)]
+    expires_at: Option<String>,
+    /// `active` or `expiring`.
+    #[schema(example = "active")]
+    status: &'static str,
+}
+
+/// The account's signing secrets and how a receiver should verify.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SecretList {
+    /// The active secret first, then any expiring one.
+    secrets: Vec<SecretListed>,
+    /// The timestamp tolerance a receiver should allow, in seconds.
+    tolerance_seconds: u64,
+    /// How long a rotated-out secret keeps signing, in hours.
+    grace_hours: u64,
+}
+
+/// A signing secret with its value.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Revealed {
+    /// Its id.
+    id: Uuid,
+    /// `whsec_` and the base64 of 24 random bytes.
+    #[schema(example = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")]
+    secret: String,
+    /// When it was made (RFC 3339, milliseconds).
+    #[schema(format = DateTime)]
+    created_at: String,
+}
+
+#[utoipa::path(post, path = "/api/v1/webhook/register", operation_id = "register_webhook", tag = "webhooks",
+    request_body = RegisterBody,
+    responses(
+        (status = 200, description = "The global URL is set.", body = Registered),
+        (status = 400, description = "Not https, not public, or a malformed body.",
+         body = ErrorBody),
+    ))]
+pub(crate) async fn register(
     state: web::Data<AppState>,
     principal: Principal,
     body: web::Json<RegisterBody>,
@@ -64,58 +139,80 @@ async fn register(
     let url = checked.url.to_string();
     let client = state.pool.get().await.map_err(ApiError::unavailable)?;
     let updated_at = webhooks::set_url(&client, principal.account_id, &url).await?;
-    Ok(HttpResponse::Ok().json(json!({ "url": url, "updated_at": format_millis(updated_at) })))
+    Ok(HttpResponse::Ok().json(Registered {
+        url,
+        updated_at: format_millis(updated_at),
+    }))
 }
 
-async fn current(
+#[utoipa::path(get, path = "/api/v1/webhook/register", operation_id = "get_webhook", tag = "webhooks", responses(
+    (status = 200, description = "The global URL, or `null`.", body = CurrentUrl),
+))]
+pub(crate) async fn current(
     state: web::Data<AppState>,
     principal: Principal,
 ) -> Result<HttpResponse, ApiError> {
     let client = state.pool.get().await.map_err(ApiError::unavailable)?;
     let url = webhooks::get_url(&client, principal.account_id).await?;
-    Ok(HttpResponse::Ok().json(json!({ "url": url })))
+    Ok(HttpResponse::Ok().json(CurrentUrl { url }))
 }
 
-async fn clear(state: web::Data<AppState>, principal: Principal) -> Result<HttpResponse, ApiError> {
+#[utoipa::path(delete, path = "/api/v1/webhook/register", operation_id = "delete_webhook", tag = "webhooks", responses(
+    (status = 204, description = "The global URL is removed (or there was none)."),
+))]
+pub(crate) async fn clear(
+    state: web::Data<AppState>,
+    principal: Principal,
+) -> Result<HttpResponse, ApiError> {
     let client = state.pool.get().await.map_err(ApiError::unavailable)?;
     webhooks::clear_url(&client, principal.account_id).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
-async fn list_secrets(
+#[utoipa::path(get, path = "/api/v1/me/webhook-secrets", operation_id = "list_webhook_secrets", tag = "webhooks", responses(
+    (status = 200, description = "The active and expiring secrets, without their values.",
+     body = SecretList),
+))]
+pub(crate) async fn list_secrets(
     state: web::Data<AppState>,
     principal: Principal,
 ) -> Result<HttpResponse, ApiError> {
     let client = state.pool.get().await.map_err(ApiError::unavailable)?;
     let secrets =
         webhooks::signing_secrets(&client, &state.encryption_key, principal.account_id).await?;
-    let listed: Vec<_> = secrets
+    let listed = secrets
         .iter()
-        .map(|s| {
-            json!({
-                "id": s.meta.id,
-                "created_at": format_millis(s.meta.created_at),
-                "expires_at": s.meta.expires_at.map(format_millis),
-                "status": if s.meta.expires_at.is_some() { "expiring" } else { "active" },
-            })
+        .map(|s| SecretListed {
+            id: s.meta.id,
+            created_at: format_millis(s.meta.created_at),
+            expires_at: s.meta.expires_at.map(format_millis),
+            status: if s.meta.expires_at.is_some() {
+                "expiring"
+            } else {
+                "active"
+            },
         })
         .collect();
-    Ok(HttpResponse::Ok().json(json!({
-        "secrets": listed,
-        "tolerance_seconds": TOLERANCE_SECONDS,
-        "grace_hours": GRACE_HOURS,
-    })))
+    Ok(HttpResponse::Ok().json(SecretList {
+        secrets: listed,
+        tolerance_seconds: TOLERANCE_SECONDS,
+        grace_hours: GRACE_HOURS,
+    }))
 }
 
-fn revealed(secret: &SigningSecret) -> serde_json::Value {
-    json!({
-        "id": secret.meta.id,
-        "secret": secret.secret,
-        "created_at": format_millis(secret.meta.created_at),
-    })
+fn revealed(secret: &SigningSecret) -> Revealed {
+    Revealed {
+        id: secret.meta.id,
+        secret: secret.secret.clone(),
+        created_at: format_millis(secret.meta.created_at),
+    }
 }
 
-async fn reveal(
+/// Also answered at `/me/webhook-secrets/reveal`; the document lists both paths.
+#[utoipa::path(post, path = "/api/v1/me/webhook-secrets/reveal", operation_id = "reveal_webhook_secret", tag = "webhooks", responses(
+    (status = 200, description = "The active secret with its value.", body = Revealed),
+))]
+pub(crate) async fn reveal(
     state: web::Data<AppState>,
     principal: Principal,
 ) -> Result<HttpResponse, ApiError> {
@@ -128,7 +225,11 @@ async fn reveal(
     Ok(HttpResponse::Ok().json(revealed(active)))
 }
 
-async fn rotate(
+#[utoipa::path(post, path = "/api/v1/me/webhook-secrets/rotate", operation_id = "rotate_webhook_secret", tag = "webhooks", responses(
+    (status = 201, description = "A new active secret; the old one signs for `grace_hours` more.",
+     body = Revealed),
+))]
+pub(crate) async fn rotate(
     state: web::Data<AppState>,
     principal: Principal,
 ) -> Result<HttpResponse, ApiError> {

@@ -11,6 +11,7 @@ use tokio_postgres::{
     types::{FromSql, Type},
     Row,
 };
+use utoipa::ToSchema;
 
 use super::{DbError, GenericClient};
 use crate::{
@@ -80,9 +81,10 @@ pub struct RegistryEntry {
 
 /// An entry as its member sees it on the wire. Every field is always present;
 /// `revoked_at` and `revoke_reason` are `null` unless the entry is revoked.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct EntryView {
     /// The entry's id.
+    #[schema(value_type = uuid::Uuid)]
     pub entry_id: RegistryEntryId,
     /// Always `email`.
     pub identifier_type: IdentifierType,
@@ -96,17 +98,22 @@ pub struct EntryView {
     pub has_open_dispute: bool,
     /// First report.
     #[serde(with = "crate::clock::serde_millis")]
+    #[schema(value_type = String, format = DateTime)]
     pub created_at: OffsetDateTime,
     /// Last change.
     #[serde(with = "crate::clock::serde_millis")]
+    #[schema(value_type = String, format = DateTime)]
     pub updated_at: OffsetDateTime,
     /// Retention end.
     #[serde(with = "crate::clock::serde_millis")]
+    #[schema(value_type = String, format = DateTime)]
     pub expires_at: OffsetDateTime,
     /// When it was revoked, else `null`.
     #[serde(with = "crate::clock::serde_millis::option")]
+    #[schema(value_type = Option<String>, format = DateTime, required = true)]
     pub revoked_at: Option<OffsetDateTime>,
     /// Why it was revoked (`dispute_upheld` after an upheld dispute), else `null`.
+    #[schema(required = true)]
     pub revoke_reason: Option<String>,
 }
 

@@ -11,6 +11,7 @@ use std::{fmt, str::FromStr};
 use base64::Engine;
 use ring::hmac;
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use crate::config::{env_raw, ConfigError, Secret};
 
@@ -28,7 +29,9 @@ pub const MAX_TEXT_CHARS: usize = 200;
 const EMPTY_SHA256: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
 /// A reason a user was banned. [`Category::ALL`] is the fixed order of signals.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Category {
     /// `payment_fraud`
@@ -79,7 +82,7 @@ impl FromStr for Category {
 }
 
 /// The kind of identifier an entry holds. Only email exists.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum IdentifierType {
     /// An email address, normalised and hashed per [`normalise`].
@@ -90,7 +93,7 @@ pub enum IdentifierType {
 ///
 /// `active`, `disputed` and `revoked` are stored; `expired` is derived on every read from
 /// `expires_at`, so no job has to sweep entries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EntryStatus {
     /// Counts in checks.

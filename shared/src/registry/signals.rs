@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 use time::{OffsetDateTime, Time, UtcOffset};
+use utoipa::ToSchema;
 
 use super::Category;
 use crate::domain::AccountId;
@@ -28,7 +29,7 @@ pub struct Match {
 }
 
 /// One element of `signals` in a check response.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 pub struct Signal {
     /// The category.
     pub category: Category,
@@ -36,9 +37,11 @@ pub struct Signal {
     pub reporter_count: u32,
     /// Earliest report, truncated to the UTC day.
     #[serde(with = "crate::clock::serde_millis")]
+    #[schema(value_type = String, format = DateTime)]
     pub first_reported_at: OffsetDateTime,
     /// Latest report, truncated to the UTC day.
     #[serde(with = "crate::clock::serde_millis")]
+    #[schema(value_type = String, format = DateTime)]
     pub last_reported_at: OffsetDateTime,
     /// True only when at least two distinct members hold active entries in this category and
     /// none of the counting entries is disputed.

@@ -6,24 +6,40 @@ use moderation_shared::db::{
     blocklist::{self, Added, MAX_PER_ACCOUNT},
     DbError,
 };
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use super::clean_terms;
-use crate::{auth::Principal, error::ApiError, state::AppState};
+use crate::{
+    auth::Principal,
+    error::{ApiError, ErrorBody},
+    state::AppState,
+};
 
 /// The most terms one call may add or remove.
 const MAX_PER_CALL: usize = 100;
 
 /// The add and remove body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct TermsBody {
+pub(crate) struct TermsBody {
+    /// 1 to 100 terms of 1 to 100 characters (surrounding whitespace trimmed).
+    #[schema(min_items = 1, max_items = 100)]
+    terms: Vec<String>,
+}
+
+/// The account's whole list.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Terms {
+    /// The account's terms; they add to the service's global list.
     terms: Vec<String>,
 }
 
 /// The account's terms.
-pub(super) async fn list(
+#[utoipa::path(get, path = "/api/v1/blocklist", operation_id = "list_blocklist", tag = "policies", responses(
+    (status = 200, description = "The account's terms.", body = Terms),
+))]
+pub(crate) async fn list(
     state: web::Data<AppState>,
     principal: Principal,
 ) -> Result<HttpResponse, ApiError> {
@@ -34,7 +50,14 @@ pub(super) async fn list(
 
 /// Adds terms (those already present are fine); 409 when the account would hold more than
 /// [`MAX_PER_ACCOUNT`].
-pub(super) async fn add(
+#[utoipa::path(post, path = "/api/v1/blocklist", operation_id = "add_blocklist_terms", tag = "policies", request_body = TermsBody,
+    responses(
+        (status = 200, description = "The account's whole list after the addition.", body = Terms),
+        (status = 400, description = "A term or the count breaks its rule.", body = ErrorBody),
+        (status = 409, description = "The account would hold more than 10,000 terms.",
+         body = ErrorBody),
+    ))]
+pub(crate) async fn add(
     state: web::Data<AppState>,
     principal: Principal,
     body: web::Json<TermsBody>,
@@ -59,7 +82,12 @@ pub(super) async fn add(
 }
 
 /// Removes terms (absent ones are ignored).
-pub(super) async fn remove(
+#[utoipa::path(delete, path = "/api/v1/blocklist", operation_id = "remove_blocklist_terms", tag = "policies", request_body = TermsBody,
+    responses(
+        (status = 200, description = "The account's whole list after the removal.", body = Terms),
+        (status = 400, description = "A term or the count breaks its rule.", body = ErrorBody),
+    ))]
+pub(crate) async fn remove(
     state: web::Data<AppState>,
     principal: Principal,
     body: web::Json<TermsBody>,
@@ -76,5 +104,5 @@ pub(super) async fn remove(
 }
 
 fn whole_list(terms: Vec<String>) -> HttpResponse {
-    HttpResponse::Ok().json(json!({ "terms": terms }))
+    HttpResponse::Ok().json(Terms { terms })
 }

@@ -12,10 +12,14 @@ use moderation_shared::{
     domain::CustomCategoryId,
 };
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use utoipa::ToSchema;
 
 use super::{clean_terms, present};
-use crate::{auth::Principal, error::ApiError, state::AppState};
+use crate::{
+    auth::Principal,
+    error::{ApiError, ErrorBody},
+    state::AppState,
+};
 
 /// The longest name, in characters (`a-z`, `0-9`, `_`).
 const MAX_NAME_CHARS: usize = 64;
@@ -24,15 +28,31 @@ const MAX_DESCRIPTION_CHARS: usize = 2000;
 /// The most keywords of one category.
 const MAX_KEYWORDS: usize = 100;
 
-/// A category as the api shows it.
-#[derive(Debug, Serialize)]
-struct CategoryView {
+/// A custom category.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CategoryView {
+    /// Its id.
+    #[schema(value_type = Uuid)]
     id: CustomCategoryId,
+    /// A slug of `a-z`, `0-9` and `_`, unique per account; results appear under
+    /// `categories.custom.<name>`.
     name: String,
+    /// The policy text given to the model.
     description: String,
+    /// Terms the local classifier matches on word boundaries.
     keywords: Vec<String>,
+    /// Whether it runs.
     enabled: bool,
+    /// When it was made (RFC 3339, milliseconds).
+    #[schema(format = DateTime)]
     created_at: String,
+}
+
+/// The account's custom categories.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CategoryList {
+    /// Ordered by name.
+    categories: Vec<CategoryView>,
 }
 
 impl From<CustomCategoryRow> for CategoryView {
@@ -49,42 +69,68 @@ impl From<CustomCategoryRow> for CategoryView {
 }
 
 /// The create body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct CreateBody {
+pub(crate) struct CreateBody {
+    /// 1 to 64 of `a-z`, `0-9` and `_`.
+    #[schema(pattern = "^[a-z0-9_]{1,64}$")]
     name: String,
+    /// 1 to 2000 characters, not only whitespace; no control characters but line breaks and
+    /// tabs.
+    #[schema(min_length = 1, max_length = 2000)]
     description: String,
+    /// Up to 100 terms of 1 to 100 characters; default none.
     #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false, max_items = 100)]
     keywords: Option<Vec<String>>,
+    /// Default true.
     #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false)]
     enabled: Option<bool>,
 }
 
 /// The change body: any of the three, at least one.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct ChangeBody {
+pub(crate) struct ChangeBody {
+    /// 1 to 2000 characters.
     #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false, min_length = 1, max_length = 2000)]
     description: Option<String>,
+    /// Replaces the keywords: up to 100 terms of 1 to 100 characters.
     #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false, max_items = 100)]
     keywords: Option<Vec<String>>,
+    /// Switches it on or off.
     #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false)]
     enabled: Option<bool>,
 }
 
 /// `{"categories": [...]}`, ordered by name.
-pub(super) async fn list(
+#[utoipa::path(get, path = "/api/v1/custom-categories", operation_id = "list_custom_categories", tag = "policies", responses(
+    (status = 200, description = "The account's custom categories.", body = CategoryList),
+))]
+pub(crate) async fn list(
     state: web::Data<AppState>,
     principal: Principal,
 ) -> Result<HttpResponse, ApiError> {
     let client = state.pool.get().await.map_err(ApiError::unavailable)?;
     let rows = custom_categories::list(&client, principal.account_id).await?;
     let categories: Vec<CategoryView> = rows.into_iter().map(CategoryView::from).collect();
-    Ok(HttpResponse::Ok().json(json!({ "categories": categories })))
+    Ok(HttpResponse::Ok().json(CategoryList { categories }))
 }
 
 /// Creates a category: 201 with it, 409 for a taken name or a full account.
-pub(super) async fn create(
+#[utoipa::path(post, path = "/api/v1/custom-categories", operation_id = "create_custom_category", tag = "policies",
+    request_body = CreateBody,
+    responses(
+        (status = 201, description = "The new category.", body = CategoryView),
+        (status = 400, description = "A field breaks its rule.", body = ErrorBody),
+        (status = 409, description = "The name is taken or the account has 20 categories.",
+         body = ErrorBody),
+    ))]
+pub(crate) async fn create(
     state: web::Data<AppState>,
     principal: Principal,
     body: web::Json<CreateBody>,
@@ -118,7 +164,16 @@ pub(super) async fn create(
 }
 
 /// Changes a category's description, keywords or switch: 200 with it.
-pub(super) async fn change(
+#[utoipa::path(patch, path = "/api/v1/custom-categories/{id}", operation_id = "change_custom_category", tag = "policies",
+    params(("id" = Uuid, Path, description = "The category's id.")),
+    request_body = ChangeBody,
+    responses(
+        (status = 200, description = "The changed category.", body = CategoryView),
+        (status = 400, description = "A field breaks its rule, or none is given.",
+         body = ErrorBody),
+        (status = 404, description = "No such category of this account.", body = ErrorBody),
+    ))]
+pub(crate) async fn change(
     state: web::Data<AppState>,
     principal: Principal,
     id: web::Path<String>,
@@ -150,7 +205,14 @@ pub(super) async fn change(
 }
 
 /// Deletes a category: 204.
-pub(super) async fn delete(
+#[utoipa::path(delete, path = "/api/v1/custom-categories/{id}", operation_id = "delete_custom_category", tag = "policies",
+    params(("id" = Uuid, Path, description = "The category's id.")),
+    responses(
+        (status = 204, description = "Deleted."),
+        (status = 400, description = "The id is not a UUID.", body = ErrorBody),
+        (status = 404, description = "No such category of this account.", body = ErrorBody),
+    ))]
+pub(crate) async fn delete(
     state: web::Data<AppState>,
     principal: Principal,
     id: web::Path<String>,

@@ -12,8 +12,8 @@ use serde::{Deserialize, Deserializer};
 
 use crate::{error::ApiError, startup::resource};
 
-mod blocklist;
-mod categories;
+pub(crate) mod blocklist;
+pub(crate) mod categories;
 
 /// The longest keyword or blocklist term, in characters.
 pub const MAX_TERM_CHARS: usize = 100;

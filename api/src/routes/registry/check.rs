@@ -9,17 +9,22 @@ use moderation_shared::{
     telemetry,
 };
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use super::IdentifierBody;
-use crate::{auth::Principal, error::ApiError, state::AppState};
+use crate::{
+    auth::Principal,
+    error::{ApiError, ErrorBody},
+    state::AppState,
+};
 
 /// Identifiers per check.
 const MAX_IDENTIFIERS: usize = 5;
 
 /// Why the client checks.
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
-enum Context {
+pub(crate) enum Context {
     Signup,
     Login,
     Periodic,
@@ -36,24 +41,39 @@ impl Context {
 }
 
 /// The request body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct CheckBody {
+pub(crate) struct CheckBody {
+    /// 1 to 5 identifiers of one user.
+    #[schema(min_items = 1, max_items = 5)]
     identifiers: Vec<IdentifierBody>,
+    /// Why the client checks.
     context: Context,
 }
 
-/// The response body.
-#[derive(Debug, Serialize)]
-struct CheckResponse {
+/// The response body: never an entry id, a case reference or anything naming a member.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CheckResponse {
+    /// True exactly when `signals` is not empty.
     #[serde(rename = "match")]
     matched: bool,
+    /// One per category, in the order `payment_fraud`, `prohibited_content`, `ban_evasion`.
     signals: Vec<signals::Signal>,
+    /// The email normalisation version the hashes must follow.
     normalisation_version: u32,
 }
 
 /// Validates, counts the call against the daily quota, and answers the signals.
-pub(super) async fn check(
+#[utoipa::path(post, path = "/api/v1/registry/check", operation_id = "check_registry", tag = "registry", request_body = CheckBody,
+    responses(
+        (status = 200, description = "Signals from other members' entries.",
+         body = CheckResponse),
+        (status = 400, description = "A malformed body, identifier count or hash.",
+         body = ErrorBody),
+        (status = 429, description = "The daily check quota (`QUOTA_EXCEEDED`) or the rate \
+         limit (`RATE_LIMITED`) is used up; see `retry-after`.", body = ErrorBody),
+    ))]
+pub(crate) async fn check(
     state: web::Data<AppState>,
     principal: Principal,
     body: web::Json<CheckBody>,

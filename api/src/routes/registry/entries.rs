@@ -2,35 +2,66 @@
 //! entries) and `POST /api/v1/registry/entries/{id}/revoke`.
 
 use actix_web::{web, HttpResponse};
+use moderation_shared::db::registry_entries::EntryView;
 use moderation_shared::{
     clock,
     db::registry_entries::{self, Report, ReportOutcome},
     domain::RegistryEntryId,
     registry::{validate_text, Category},
 };
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 use super::IdentifierBody;
-use crate::{auth::Principal, error::ApiError, state::AppState};
+use crate::{
+    auth::Principal,
+    error::{ApiError, ErrorBody},
+    state::AppState,
+};
 
 /// Default and largest page of a listing.
 const DEFAULT_LIMIT: u32 = 100;
 const MAX_LIMIT: u32 = 1000;
 
 /// The report body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct ReportBody {
+pub(crate) struct ReportBody {
+    /// The banned user's identifier.
     identifier: IdentifierBody,
+    /// Why the user was banned.
     category: Category,
+    /// The member's own reference: 1 to 200 characters, no control characters, no email
+    /// address.
+    #[schema(min_length = 1, max_length = 200)]
     member_case_ref: String,
+    /// Must be true: only bans a person reviewed and upheld may be reported.
     attest_human_review: bool,
+}
+
+/// A page of the caller's entries.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EntryList {
+    /// Oldest first.
+    entries: Vec<EntryView>,
+    /// Pass as `cursor` for the next page; `null` on the last.
+    #[schema(required = true)]
+    next_cursor: Option<String>,
 }
 
 /// Reports an identifier: 201 with a new entry, 200 with a refreshed one, 409 when the
 /// member's entry was revoked after an upheld dispute.
-pub(super) async fn report(
+#[utoipa::path(post, path = "/api/v1/registry/entries", operation_id = "report_registry_entry", tag = "registry",
+    request_body = ReportBody,
+    responses(
+        (status = 201, description = "A new entry.", body = EntryView),
+        (status = 200, description = "The member's entry for this identifier and category, \
+         refreshed.", body = EntryView),
+        (status = 400, description = "A field breaks its rule.", body = ErrorBody),
+        (status = 409, description = "The entry was revoked after an upheld dispute.",
+         body = ErrorBody),
+    ))]
+pub(crate) async fn report(
     state: web::Data<AppState>,
     principal: Principal,
     body: web::Json<ReportBody>,
@@ -70,7 +101,14 @@ pub(super) async fn report(
 }
 
 /// One of the caller's own entries; another member's is 404.
-pub(super) async fn get(
+#[utoipa::path(get, path = "/api/v1/registry/entries/{id}", operation_id = "get_registry_entry", tag = "registry",
+    params(("id" = Uuid, Path, description = "The entry's id.")),
+    responses(
+        (status = 200, description = "The entry.", body = EntryView),
+        (status = 400, description = "The id is not a UUID.", body = ErrorBody),
+        (status = 404, description = "No such entry of this member.", body = ErrorBody),
+    ))]
+pub(crate) async fn get(
     state: web::Data<AppState>,
     principal: Principal,
     id: web::Path<String>,
@@ -84,14 +122,23 @@ pub(super) async fn get(
 }
 
 /// Query of a listing.
-#[derive(Debug, Deserialize)]
-pub(super) struct ListQuery {
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct ListQuery {
+    /// The `next_cursor` of the previous page.
     cursor: Option<String>,
+    /// 1 to 1000; default 100.
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
 }
 
 /// The caller's entries, oldest first: `{"entries": [...], "next_cursor": string|null}`.
-pub(super) async fn list(
+#[utoipa::path(get, path = "/api/v1/registry/entries", operation_id = "list_registry_entries", tag = "registry", params(ListQuery),
+    responses(
+        (status = 200, description = "A page of the member's own entries.", body = EntryList),
+        (status = 400, description = "A limit out of range or a bad cursor.", body = ErrorBody),
+    ))]
+pub(crate) async fn list(
     state: web::Data<AppState>,
     principal: Principal,
     query: web::Query<ListQuery>,
@@ -120,19 +167,33 @@ pub(super) async fn list(
         .flatten();
     let now = clock::now();
     let entries: Vec<_> = page.iter().map(|e| e.view(now)).collect();
-    Ok(HttpResponse::Ok().json(json!({ "entries": entries, "next_cursor": next_cursor })))
+    Ok(HttpResponse::Ok().json(EntryList {
+        entries,
+        next_cursor,
+    }))
 }
 
 /// The revoke body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct RevokeBody {
+pub(crate) struct RevokeBody {
+    /// Why: 1 to 200 characters, no control characters, no email address.
+    #[schema(min_length = 1, max_length = 200)]
     reason: String,
 }
 
 /// Revokes one of the caller's entries (200 with the entry). Revoking a revoked entry changes
 /// nothing and answers it as it is.
-pub(super) async fn revoke(
+#[utoipa::path(post, path = "/api/v1/registry/entries/{id}/revoke", operation_id = "revoke_registry_entry", tag = "registry",
+    params(("id" = Uuid, Path, description = "The entry's id.")),
+    request_body = RevokeBody,
+    responses(
+        (status = 200, description = "The revoked entry.", body = EntryView),
+        (status = 400, description = "The id is not a UUID or the reason breaks its rule.",
+         body = ErrorBody),
+        (status = 404, description = "No such entry of this member.", body = ErrorBody),
+    ))]
+pub(crate) async fn revoke(
     state: web::Data<AppState>,
     principal: Principal,
     id: web::Path<String>,

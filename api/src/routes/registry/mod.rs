@@ -7,14 +7,15 @@
 use actix_web::{error::JsonPayloadError, web, HttpRequest};
 use moderation_shared::registry::{ClientHash, IdentifierType};
 use serde::Deserialize;
+use utoipa::ToSchema;
 
 use crate::{
     error::{self, ApiError},
     startup::resource,
 };
 
-mod check;
-mod entries;
+pub(crate) mod check;
+pub(crate) mod entries;
 
 /// The largest registry request body.
 const JSON_LIMIT: usize = 16 * 1024;
@@ -84,11 +85,15 @@ fn mask_hex_runs(text: &str) -> String {
 }
 
 /// `{"type": "email", "sha256": "<64 lowercase hex>"}`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct IdentifierBody {
+pub(crate) struct IdentifierBody {
+    /// Only `email`.
     #[serde(rename = "type")]
     kind: IdentifierType,
+    /// SHA-256 (lowercase hex) of the identifier normalised per version 1; the hash of the
+    /// empty string is refused.
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     sha256: String,
 }
 

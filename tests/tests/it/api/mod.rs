@@ -6,6 +6,7 @@ mod export;
 mod health;
 mod jobs;
 mod limits;
+mod openapi;
 mod submissions;
 mod usage;
 mod webhooks;

@@ -1,0 +1,296 @@
+//! The OpenAPI 3.1 document served at `GET /api/v1/openapi.json`.
+//!
+//! Operations and schemas come from the handlers (`#[utoipa::path]`, `ToSchema`); the five
+//! submissions are described by [`routes::submissions::document`]. What every operation shares
+//! is added here from the one access table, [`auth::ENDPOINTS`]: its security requirement (the
+//! scope as the requirement's role) and the errors the middleware answers before a handler runs.
+
+use std::sync::OnceLock;
+
+use actix_web::{http::Method, HttpResponse};
+use utoipa::{
+    openapi::{
+        header::HeaderBuilder,
+        path::{Operation, PathItem},
+        schema::{ObjectBuilder, Type},
+        security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme},
+        ContentBuilder, OpenApi as Document, Ref, RefOr, Response, ResponseBuilder,
+    },
+    OpenApi,
+};
+
+use crate::{
+    auth::{self, Access},
+    error::ErrorBody,
+    routes,
+};
+
+/// The security scheme every key-protected operation requires.
+const BEARER: &str = "api_key";
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Content moderation service",
+        version = "1.0.0",
+        description = "Submit text, chats, images, videos and audio for moderation; read the \
+                       decision by polling or receive it by a signed webhook. Members of the \
+                       Shared Registry report and check hashed identifiers of banned users.\n\n\
+                       Every error is `{\"error\": CODE, \"message\": text, \"statusCode\": n}`. \
+                       Authenticated answers carry `x-ratelimit-limit`, `x-ratelimit-remaining` \
+                       and `x-ratelimit-reset`.",
+        license(name = "Apache-2.0", identifier = "Apache-2.0"),
+    ),
+    paths(
+        routes::health::health,
+        routes::health::metrics,
+        openapi_json,
+        routes::me::me,
+        routes::jobs::get_job,
+        routes::jobs::get_progress,
+        routes::jobs::list_jobs,
+        routes::export::export,
+        routes::usage::volume,
+        routes::webhooks::register,
+        routes::webhooks::current,
+        routes::webhooks::clear,
+        routes::webhooks::list_secrets,
+        routes::webhooks::reveal,
+        routes::webhooks::rotate,
+        routes::registry::check::check,
+        routes::registry::entries::report,
+        routes::registry::entries::list,
+        routes::registry::entries::get,
+        routes::registry::entries::revoke,
+        routes::policies::categories::list,
+        routes::policies::categories::create,
+        routes::policies::categories::change,
+        routes::policies::categories::delete,
+        routes::policies::blocklist::list,
+        routes::policies::blocklist::add,
+        routes::policies::blocklist::remove,
+    ),
+    components(schemas(ErrorBody, routes::submissions::Accepted)),
+    tags(
+        (name = "submissions", description = "Submit content; each gives a queued job."),
+        (name = "jobs", description = "Read jobs, their progress, and export them as CSV."),
+        (name = "webhooks", description = "The global webhook URL and the signing secrets."),
+        (name = "account", description = "The caller's key and the account's usage."),
+        (name = "registry", description = "The Shared Registry of banned users (members only)."),
+        (name = "policies", description = "The account's custom categories and blocklist."),
+        (name = "operations", description = "Health, metrics and this document."),
+    )
+)]
+struct ApiDoc;
+
+/// This document.
+#[utoipa::path(get, path = "/api/v1/openapi.json", tag = "operations", responses(
+    (status = 200, description = "The OpenAPI 3.1.0 document of this api.", body = Object),
+))]
+pub async fn openapi_json() -> HttpResponse {
+    static JSON: OnceLock<String> = OnceLock::new();
+    let json = JSON.get_or_init(|| {
+        serde_json::to_string(&document()).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "Could not render the OpenAPI document");
+            String::from("{}")
+        })
+    });
+    HttpResponse::Ok()
+        .content_type("application/json")
+        .body(json.as_str())
+}
+
+/// Builds the whole document.
+pub fn document() -> Document {
+    let mut doc = ApiDoc::openapi();
+    routes::submissions::document(&mut doc);
+    alias_root_reveal(&mut doc);
+    doc.components
+        .get_or_insert_with(Default::default)
+        .add_security_scheme(
+            BEARER,
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("msk_<prefix>_<secret>")
+                    .description(Some(
+                        "An api key: `Authorization: Bearer msk_…`. A requirement's list names \
+                         the scope the key must carry.",
+                    ))
+                    .build(),
+            ),
+        );
+    for endpoint in auth::ENDPOINTS {
+        if let Some(operation) = operation_mut(&mut doc, &endpoint.method, endpoint.path) {
+            apply_access(operation, endpoint.access);
+        }
+    }
+    doc
+}
+
+/// `/me/webhook-secrets/reveal` answers like its `/api/v1` twin (the spec names both).
+fn alias_root_reveal(doc: &mut Document) {
+    let Some(mut item) = doc
+        .paths
+        .paths
+        .get("/api/v1/me/webhook-secrets/reveal")
+        .cloned()
+    else {
+        return;
+    };
+    if let Some(post) = item.post.as_mut() {
+        post.operation_id = Some("reveal_outside_api_v1".to_owned());
+    }
+    doc.paths
+        .paths
+        .insert("/me/webhook-secrets/reveal".to_owned(), item);
+}
+
+/// The operation documented for `method` on `path`.
+pub fn operation_mut<'a>(
+    doc: &'a mut Document,
+    method: &Method,
+    path: &str,
+) -> Option<&'a mut Operation> {
+    let item: &mut PathItem = doc.paths.paths.get_mut(path)?;
+    match *method {
+        Method::GET => item.get.as_mut(),
+        Method::POST => item.post.as_mut(),
+        Method::PUT => item.put.as_mut(),
+        Method::PATCH => item.patch.as_mut(),
+        Method::DELETE => item.delete.as_mut(),
+        _ => None,
+    }
+}
+
+/// Sets the security requirement and adds the errors answered before a handler runs.
+fn apply_access(operation: &mut Operation, access: Access) {
+    let requirement = match access {
+        Access::Public => {
+            operation.security = Some(Vec::new());
+            return;
+        }
+        Access::AnyKey => SecurityRequirement::new(BEARER, Vec::<String>::new()),
+        Access::Scope(scope) => SecurityRequirement::new(BEARER, [scope.as_str()]),
+    };
+    operation.security = Some(vec![requirement]);
+    let responses = &mut operation.responses.responses;
+    let mut add = |status: &str, response: Response| {
+        responses
+            .entry(status.to_owned())
+            .or_insert(RefOr::T(response));
+    };
+    add(
+        "401",
+        error("The key is missing, malformed, unknown, disabled or expired (`UNAUTHORIZED`)."),
+    );
+    add(
+        "403",
+        error(
+            "The key lacks the scope (`FORBIDDEN`) or its account was terminated \
+             (`ACCOUNT_TERMINATED`).",
+        ),
+    );
+    add(
+        "429",
+        limited(
+            "The account's rate limit is used up, or the source address is locked out after \
+             failed authentications (`RATE_LIMITED`).",
+        ),
+    );
+    add(
+        "500",
+        error("An unexpected failure (`INTERNAL_ERROR`); the body is generic."),
+    );
+    add(
+        "503",
+        error(
+            "Postgres or Redis is unavailable (`SERVICE_UNAVAILABLE`); a submission already \
+             persisted carries its `job_id`.",
+        ),
+    );
+    if operation.request_body.is_some() {
+        add(
+            "413",
+            error("The body is over its limit (`PAYLOAD_TOO_LARGE`)."),
+        );
+        add(
+            "415",
+            error("The body's content type is not the one documented (`UNSUPPORTED_MEDIA_TYPE`)."),
+        );
+    }
+}
+
+/// An error response with the contract's body.
+pub fn error(description: &str) -> Response {
+    ResponseBuilder::new()
+        .description(description)
+        .content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("ErrorBody")))
+                .build(),
+        )
+        .build()
+}
+
+/// A 429 with its `retry-after` header.
+fn limited(description: &str) -> Response {
+    let mut response = error(description);
+    response.headers.insert(
+        "retry-after".to_owned(),
+        HeaderBuilder::new()
+            .schema(
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .minimum(Some(1)),
+            )
+            .description(Some("Whole seconds until a retry can pass."))
+            .build(),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_endpoint_of_the_access_table_is_documented_and_nothing_else() {
+        let mut doc = document();
+        for endpoint in auth::ENDPOINTS {
+            assert!(
+                operation_mut(&mut doc, &endpoint.method, endpoint.path).is_some(),
+                "{} {} is not documented",
+                endpoint.method,
+                endpoint.path
+            );
+        }
+        let documented: usize = doc
+            .paths
+            .paths
+            .values()
+            .map(|item| {
+                [&item.get, &item.post, &item.put, &item.patch, &item.delete]
+                    .into_iter()
+                    .filter(|op| op.is_some())
+                    .count()
+            })
+            .sum();
+        assert_eq!(documented, auth::ENDPOINTS.len());
+    }
+
+    #[test]
+    fn a_scoped_operation_requires_its_scope_and_a_public_one_nothing() {
+        let doc = serde_json::to_value(document()).unwrap();
+        let check = &doc["paths"]["/api/v1/registry/check"]["post"];
+        assert_eq!(check["security"][0][BEARER][0], "registry:check");
+        assert!(check["responses"]["403"].is_object());
+        assert_eq!(
+            doc["paths"]["/health"]["get"]["security"],
+            serde_json::json!([])
+        );
+        assert_eq!(doc["openapi"], "3.1.0");
+        assert_eq!(doc["info"]["version"], "1.0.0");
+    }
+}
