@@ -54,6 +54,7 @@ impl Application {
             registry_key: settings.registry_key.clone(),
         });
         metrics::gauge!(telemetry::PROCESS_UP, "process" => "api").set(1.0);
+        telemetry::zero_api_counters();
         let port = listener.local_addr()?.port();
         let server = HttpServer::new(move || {
             App::new()

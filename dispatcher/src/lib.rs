@@ -16,6 +16,8 @@ use moderation_shared::{
         deliveries::{AttemptRecord, Claimed, NextStep},
         webhooks, Pool,
     },
+    queue::{sampler::DepthSampler, JobQueue},
+    redis_conn::RedisConn,
     runtime::{MetricsListener, StartupError},
     telemetry,
 };
@@ -31,11 +33,6 @@ use crate::deliver::{Outcome, Sender};
 /// Beyond twice the attempt deadline, how long a claim lasts before a silent dispatcher's
 /// attempt is given up and the row is due again (an attempt never takes longer).
 const LEASE_MARGIN: Duration = Duration::from_secs(1);
-/// The `attempt` label values of the 12 attempts.
-const ATTEMPT_NUMBERS: [&str; 12] = [
-    "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12",
-];
-
 /// How often the age of the oldest due delivery is sampled.
 const OLDEST_DUE_SAMPLE: Duration = Duration::from_secs(1);
 
@@ -46,6 +43,7 @@ const MIN_IDLE: Duration = Duration::from_millis(5);
 pub struct Dispatcher {
     metrics: MetricsListener,
     core: Arc<Core>,
+    depth: DepthSampler,
 }
 
 /// What every attempt needs.
@@ -74,10 +72,17 @@ impl Dispatcher {
         if settings.url_guard.allows_private() {
             tracing::warn!("APP_ALLOW_PRIVATE_URLS is on: webhooks may reach private addresses (development and tests only)");
         }
+        let redis = RedisConn::new(&settings.redis)?;
+        let depth = DepthSampler::new(
+            JobQueue::new(redis),
+            settings.queue_min_idle,
+            settings.depth_sample,
+        );
         let metrics = MetricsListener::bind(settings.metrics_addr).await?;
         tracing::info!(metrics_port = metrics.port(), "Dispatcher started");
         Ok(Self {
             metrics,
+            depth,
             core: Arc::new(Core {
                 slots: Arc::new(Semaphore::new(settings.concurrency)),
                 pool,
@@ -105,12 +110,14 @@ impl Dispatcher {
     /// deadline), so no lease is left to run out.
     pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()>) {
         metrics::gauge!(telemetry::PROCESS_UP, "process" => "dispatcher").set(1.0);
+        telemetry::zero_dispatcher_counters();
         let wake = Arc::new(Notify::new());
         let listener = tokio::spawn(listen::notify_on_new(
             self.core.settings.database.clone(),
             wake.clone(),
         ));
         let metrics = tokio::spawn(self.metrics.serve());
+        let depth = tokio::spawn(self.depth.run_until_stopped());
         let mut running = JoinSet::new();
         // Sampling runs beside the loop, so a slow connection never delays an attempt.
         let core = self.core.clone();
@@ -148,6 +155,7 @@ impl Dispatcher {
         listener.abort();
         metrics.abort();
         sampler.abort();
+        depth.abort();
     }
 }
 
@@ -260,7 +268,7 @@ impl Core {
         };
         let number = usize::try_from(delivery.attempt)
             .ok()
-            .and_then(|n| ATTEMPT_NUMBERS.get(n.saturating_sub(1)))
+            .and_then(|n| telemetry::WEBHOOK_ATTEMPT_NUMBERS.get(n.saturating_sub(1)))
             .copied()
             .unwrap_or("other");
         metrics::counter!(telemetry::WEBHOOK_ATTEMPTS_TOTAL, "outcome" => label, "attempt" => number)

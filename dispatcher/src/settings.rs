@@ -3,8 +3,11 @@
 use std::{net::SocketAddr, time::Duration};
 
 use moderation_shared::{
-    config::{env_bool, env_or, extra_ca_pem_from_env, ConfigError, DatabaseSettings},
+    config::{
+        env_bool, env_or, extra_ca_pem_from_env, ConfigError, DatabaseSettings, RedisSettings,
+    },
     crypto::SealingKey,
+    queue::QueueSettings,
     url_guard::UrlGuard,
 };
 
@@ -15,6 +18,14 @@ use crate::schedule::Schedule;
 pub struct DispatcherSettings {
     /// Postgres.
     pub database: DatabaseSettings,
+    /// Redis (`REDIS_URL`, `APP_REDIS_NAMESPACE`): only read, to sample the queue depth.
+    pub redis: RedisSettings,
+    /// `APP_QUEUE_MIN_IDLE_MS`, as the workers read it: the takeover time that makes a held
+    /// queue entry count as `retrying`.
+    pub queue_min_idle: Duration,
+    /// `APP_QUEUE_SAMPLE_MS`: how often the queue depth of every modality is sampled
+    /// (default 5000).
+    pub depth_sample: Duration,
     /// `METRICS_PORT`: where `/metrics` is served (default 9090; 0 picks a free port).
     pub metrics_addr: SocketAddr,
     /// `APP_ENCRYPTION_KEY`: opens the sealed signing secrets.
@@ -62,6 +73,9 @@ impl DispatcherSettings {
         let extra_ca_pem = extra_ca_pem_from_env()?;
         Ok(Self {
             database: DatabaseSettings::from_env()?,
+            redis: RedisSettings::from_env()?,
+            queue_min_idle: QueueSettings::from_env()?.min_idle,
+            depth_sample: Duration::from_millis(env_or("APP_QUEUE_SAMPLE_MS", 5000u64)?.max(10)),
             metrics_addr: SocketAddr::from(([0, 0, 0, 0], env_or("METRICS_PORT", 9090u16)?)),
             encryption_key: SealingKey::from_env()?,
             url_guard: UrlGuard::system(env_bool("APP_ALLOW_PRIVATE_URLS", false)?),

@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 
+use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
 
 use crate::{
@@ -61,15 +62,20 @@ pub async fn connect(
 /// A bound metrics listener; serve it with [`MetricsListener::serve`].
 pub struct MetricsListener {
     listener: TcpListener,
+    handle: PrometheusHandle,
 }
 
 impl MetricsListener {
-    /// Binds `addr` (port 0 picks a free port).
+    /// Binds `addr` (port 0 picks a free port) and installs the recorder, so everything
+    /// recorded from here on is exported.
     pub async fn bind(addr: SocketAddr) -> Result<Self, StartupError> {
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| StartupError::Metrics { addr, source })?;
-        Ok(Self { listener })
+        Ok(Self {
+            listener,
+            handle: telemetry::install_metrics(),
+        })
     }
 
     /// The port bound.
@@ -79,7 +85,7 @@ impl MetricsListener {
 
     /// Serves `GET /metrics` until dropped.
     pub async fn serve(self) {
-        telemetry::serve_metrics(self.listener, telemetry::install_metrics()).await;
+        telemetry::serve_metrics(self.listener, self.handle).await;
     }
 }
 

@@ -63,6 +63,60 @@ const QUIET_STATEMENT_PARAMETERS: &str = "tokio_postgres=info";
 /// (`match`, `no_match`).
 pub const REGISTRY_CHECKS_TOTAL: &str = "registry_checks_total";
 
+/// The `outcome` values of [`JOBS_TOTAL`].
+pub const JOB_OUTCOMES: [&str; 5] = ["passed", "prohibited", "failed", "requeued", "exhausted"];
+/// The `outcome` values of [`WEBHOOK_ATTEMPTS_TOTAL`].
+pub const WEBHOOK_OUTCOMES: [&str; 4] = ["delivered", "retry", "abandoned", "undeliverable"];
+/// The `attempt` values of [`WEBHOOK_ATTEMPTS_TOTAL`].
+pub const WEBHOOK_ATTEMPT_NUMBERS: [&str; 12] = [
+    "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12",
+];
+/// The `reason` values of [`REQUESTS_LIMITED_TOTAL`].
+pub const LIMIT_REASONS: [&str; 3] = ["rate", "lockout", "concurrency"];
+
+/// Creates the api's counters at zero, so rates and alerts have a series before the first
+/// event.
+pub fn zero_api_counters() {
+    for reason in LIMIT_REASONS {
+        metrics::counter!(REQUESTS_LIMITED_TOTAL, "reason" => reason).increment(0);
+    }
+    metrics::counter!(RATE_LIMIT_UNAVAILABLE_TOTAL).increment(0);
+    for context in ["signup", "login", "periodic"] {
+        for outcome in ["match", "no_match"] {
+            metrics::counter!(REGISTRY_CHECKS_TOTAL, "context" => context, "outcome" => outcome)
+                .increment(0);
+        }
+    }
+}
+
+/// Creates a worker's counters for `modalities` at zero.
+pub fn zero_worker_counters(modalities: &[crate::domain::Modality]) {
+    for modality in modalities.iter().map(|m| m.as_str()) {
+        for outcome in JOB_OUTCOMES {
+            metrics::counter!(JOBS_TOTAL, "modality" => modality, "outcome" => outcome)
+                .increment(0);
+        }
+        for outcome in ["ok", "error"] {
+            metrics::counter!(QUEUE_DELIVERIES_TOTAL, "modality" => modality, "outcome" => outcome)
+                .increment(0);
+        }
+        metrics::counter!(QUEUE_TAKEOVERS_TOTAL, "modality" => modality).increment(0);
+        metrics::counter!(QUEUE_READ_ERRORS_TOTAL, "modality" => modality).increment(0);
+        metrics::counter!(QUEUE_RELAYED_TOTAL, "modality" => modality).increment(0);
+    }
+    metrics::counter!(WORKER_RESTARTS_TOTAL).increment(0);
+}
+
+/// Creates the dispatcher's counters at zero.
+pub fn zero_dispatcher_counters() {
+    for outcome in WEBHOOK_OUTCOMES {
+        for attempt in WEBHOOK_ATTEMPT_NUMBERS {
+            metrics::counter!(WEBHOOK_ATTEMPTS_TOTAL, "outcome" => outcome, "attempt" => attempt)
+                .increment(0);
+        }
+    }
+}
+
 const LATENCY_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];

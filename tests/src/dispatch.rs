@@ -41,6 +41,9 @@ impl TestApp {
     pub fn dispatcher_settings(&self, receiver: &TestReceiver, scale: f64) -> DispatcherSettings {
         DispatcherSettings {
             database: self.db.settings.clone(),
+            redis: self.redis.clone(),
+            queue_min_idle: Duration::from_secs(15),
+            depth_sample: Duration::from_millis(50),
             metrics_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             encryption_key: self.encryption_key.clone(),
             url_guard: UrlGuard::system(true),

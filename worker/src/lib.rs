@@ -111,6 +111,7 @@ impl Worker {
     /// timeout for jobs in progress.
     pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()> + Send + 'static) {
         metrics::gauge!(telemetry::PROCESS_UP, "process" => "worker").set(1.0);
+        telemetry::zero_worker_counters(&self.settings.modalities);
         let queue = JobQueue::new(self.redis.clone());
         let relay = Relay::new(
             self.pool.clone(),

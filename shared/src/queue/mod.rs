@@ -22,6 +22,7 @@ use crate::{
 mod backend;
 mod consumer;
 pub mod relay;
+pub mod sampler;
 mod upkeep;
 
 pub use backend::{AckLayer, AckService, StreamBackend};

@@ -79,7 +79,7 @@ impl Relay {
         }
     }
 
-    /// Runs a round every `relay_interval` until dropped; also publishes the queue depth.
+    /// Runs a round every `relay_interval` until dropped.
     pub async fn run_until_stopped(self) {
         let mut tick = tokio::time::interval(self.settings.relay_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -93,7 +93,6 @@ impl Relay {
                     }
                     Err(err) => tracing::warn!(%modality, error = %err, "Relay round failed"),
                 }
-                self.publish_depth(modality).await;
             }
         }
     }
@@ -250,20 +249,5 @@ impl Relay {
             })
             .await?;
         Ok(taken.is_some())
-    }
-
-    async fn publish_depth(&self, modality: Modality) {
-        let Ok(depth) = self.queue.depth(modality, self.settings.min_idle).await else {
-            return;
-        };
-        for (state, value) in [
-            ("waiting", depth.waiting),
-            ("pending", depth.pending),
-            ("retrying", depth.retrying),
-            ("dead", depth.dead),
-        ] {
-            metrics::gauge!(telemetry::QUEUE_DEPTH, "modality" => modality.as_str(), "state" => state)
-                .set(value as f64);
-        }
     }
 }

@@ -366,6 +366,8 @@ async fn a_dispatcher_killed_mid_schedule_loses_nothing_and_costs_at_most_one_ex
     let ca = receiver.ca_file();
     let mut child = std::process::Command::new(moderation_tests::binary("dispatcher"))
         .env("DATABASE_URL", app.db.settings.url.expose())
+        .env("REDIS_URL", app.redis.url.expose())
+        .env("APP_REDIS_NAMESPACE", &app.redis.namespace)
         .env("APP_ENCRYPTION_KEY", app.encryption_key.to_base64())
         .env("APP_ALLOW_PRIVATE_URLS", "true")
         .env("APP_EXTRA_CA_FILE", ca.path())

@@ -1,7 +1,14 @@
 //! Every process serves Prometheus text at `GET /metrics`.
 
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    time::Duration,
+};
+
 use moderation_dispatcher::Dispatcher;
-use moderation_tests::{receiver::TestReceiver, spawn_app, worker::worker_settings};
+use moderation_tests::{
+    receiver::TestReceiver, spawn_app, unused_port, worker::worker_settings, TestApp,
+};
 use moderation_worker::Worker;
 
 /// Runs `promtool check metrics` (its path in `PROMTOOL`, which scripts/test sets) on `text`.
@@ -75,30 +82,255 @@ async fn the_worker_and_the_dispatcher_serve_prometheus_text_on_their_metrics_po
         assert!(text.contains("# TYPE process_up gauge"), "{text}");
         assert_eq!(scrape(port, "/other").await.0, 404);
     }
-    let (_, _, api_text) = scrape(app.port, "/metrics").await;
-    for (process, port) in [
-        ("api", app.port),
-        ("worker", ports[0]),
-        ("dispatcher", ports[1]),
-    ] {
-        promtool_accepts(process, &scrape(port, "/metrics").await.2);
-    }
-    assert!(
-        api_text.contains("db_pool_connections{state=\"in_use\"}"),
-        "{api_text}"
-    );
-    let (_, _, worker_text) = scrape(ports[0], "/metrics").await;
-    for line in [
-        "worker_jobs_total{modality=\"text\",outcome=\"passed\"}",
-        "# TYPE job_turnaround_seconds histogram",
-        "worker_classify_duration_seconds_bucket{modality=\"text\",provider=\"local\",le=",
-        "# TYPE webhook_oldest_due_seconds gauge",
-    ] {
-        assert!(worker_text.contains(line), "{line} in {worker_text}");
-    }
-
     let _ = stop_worker.send(());
     let _ = stop_dispatcher.send(());
     worker.await.unwrap();
     dispatcher.await.unwrap();
+}
+
+/// Metric families of a Prometheus text exposition: name → the label names of each of its
+/// samples (a histogram's `_bucket`, `_sum` and `_count` fold into it, `le` left out).
+fn families(text: &str) -> BTreeMap<String, BTreeSet<Vec<String>>> {
+    let mut histograms = BTreeSet::new();
+    let mut out: BTreeMap<String, BTreeSet<Vec<String>>> = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let mut parts = rest.split_whitespace();
+            if let (Some(name), Some("histogram")) = (parts.next(), parts.next()) {
+                histograms.insert(name.to_owned());
+            }
+            continue;
+        }
+        if line.starts_with('#') {
+            continue;
+        }
+        let end = line.find(['{', ' ']).expect("a sample line has a value");
+        let mut name = &line[..end];
+        for suffix in ["_bucket", "_sum", "_count"] {
+            if let Some(base) = name.strip_suffix(suffix) {
+                if histograms.contains(base) {
+                    name = base;
+                }
+            }
+        }
+        let labels = if line[end..].starts_with('{') {
+            label_names(&line[end + 1..])
+        } else {
+            Vec::new()
+        };
+        out.entry(name.to_owned()).or_default().insert(labels);
+    }
+    out
+}
+
+/// The label names of `rest` (what follows a sample's `{`), sorted, `le` left out. Values are
+/// quoted and may hold braces, commas and escaped quotes.
+fn label_names(rest: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut chars = rest.chars();
+    let mut name = String::new();
+    while let Some(c) = chars.next() {
+        match c {
+            '}' => break,
+            ',' | ' ' => {}
+            '=' => {
+                assert_eq!(chars.next(), Some('"'), "a label value is quoted: {rest}");
+                let mut escaped = false;
+                for v in chars.by_ref() {
+                    match (escaped, v) {
+                        (false, '\\') => escaped = true,
+                        (false, '"') => break,
+                        _ => escaped = false,
+                    }
+                }
+                if name != "le" {
+                    names.push(std::mem::take(&mut name));
+                }
+                name.clear();
+            }
+            other => name.push(other),
+        }
+    }
+    names.sort();
+    names
+}
+
+/// What each process must expose: every family with exactly these label names.
+const API_FAMILIES: &[(&str, &[&str])] = &[
+    ("process_up", &["process"]),
+    ("http_requests_total", &["method", "route", "status"]),
+    ("http_request_duration_seconds", &["method", "route"]),
+    ("dependency_checks_total", &["dependency", "outcome"]),
+    ("db_pool_connections", &["state"]),
+    ("requests_limited_total", &["reason"]),
+    ("rate_limit_unavailable_total", &[]),
+    ("registry_checks_total", &["context", "outcome"]),
+];
+const WORKER_FAMILIES: &[(&str, &[&str])] = &[
+    ("process_up", &["process"]),
+    ("worker_jobs_total", &["modality", "outcome"]),
+    (
+        "worker_classify_duration_seconds",
+        &["modality", "provider"],
+    ),
+    ("job_turnaround_seconds", &["modality"]),
+    ("queue_deliveries_total", &["modality", "outcome"]),
+    ("queue_takeovers_total", &["modality"]),
+    ("queue_read_errors_total", &["modality"]),
+    ("queue_relayed_total", &["modality"]),
+    ("worker_restarts_total", &[]),
+    ("dependency_checks_total", &["dependency", "outcome"]),
+    ("db_pool_connections", &["state"]),
+];
+const DISPATCHER_FAMILIES: &[(&str, &[&str])] = &[
+    ("process_up", &["process"]),
+    ("webhook_attempts_total", &["attempt", "outcome"]),
+    ("webhook_lateness_seconds", &[]),
+    ("webhook_oldest_due_seconds", &[]),
+    ("queue_depth", &["modality", "state"]),
+    ("db_pool_connections", &["state"]),
+];
+
+/// Checks that `text` holds exactly the families of `expected`, each with exactly its labels.
+fn assert_families(process: &str, text: &str, expected: &[(&str, &[&str])]) {
+    let found = families(text);
+    let want: BTreeMap<String, BTreeSet<Vec<String>>> = expected
+        .iter()
+        .map(|(name, labels)| {
+            let labels = labels.iter().map(|l| (*l).to_owned()).collect();
+            ((*name).to_owned(), BTreeSet::from([labels]))
+        })
+        .collect();
+    assert_eq!(found, want, "the {process} exposition:\n{text}");
+}
+
+/// Polls `port`'s exposition until `ready` holds for it (10 s at most).
+async fn exposition_when(port: u16, ready: impl Fn(&str) -> bool) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+            .await
+            .and_then(|r| r.error_for_status());
+        if let Ok(response) = text {
+            let text = response.text().await.unwrap_or_default();
+            if ready(&text) {
+                return text;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "port {port} never became ready:\n{text}"
+            );
+        } else {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "port {port} never answered /metrics"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A child process killed when dropped.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn run(name: &str, app: &TestApp, env: &[(&str, String)]) -> Child {
+    let child = std::process::Command::new(moderation_tests::binary(name))
+        .env("DATABASE_URL", app.db.settings.url.expose())
+        .env("REDIS_URL", app.redis.url.expose())
+        .env("APP_REDIS_NAMESPACE", &app.redis.namespace)
+        .env("APP_ENCRYPTION_KEY", app.encryption_key.to_base64())
+        .env("APP_ALLOW_PRIVATE_URLS", "true")
+        .env("RUST_LOG", "warn")
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("start a fleet binary");
+    Child(child)
+}
+
+#[tokio::test]
+async fn each_process_exposes_exactly_its_metric_families_with_fixed_label_names() {
+    let app = spawn_app().await;
+    let receiver = TestReceiver::start().await;
+    let ca = receiver.ca_file();
+    let ca_path = ca.path().display().to_string();
+    let (api_port, worker_port, dispatcher_port) = (unused_port(), unused_port(), unused_port());
+    let _api = run(
+        "api",
+        &app,
+        &[
+            ("PORT", api_port.to_string()),
+            ("APP_REGISTRY_KEY", "A".repeat(43) + "="),
+        ],
+    );
+    let _worker = run("worker", &app, &[("METRICS_PORT", worker_port.to_string())]);
+    let _dispatcher = run(
+        "dispatcher",
+        &app,
+        &[
+            ("METRICS_PORT", dispatcher_port.to_string()),
+            ("APP_EXTRA_CA_FILE", ca_path),
+            ("APP_QUEUE_SAMPLE_MS", "50".to_owned()),
+        ],
+    );
+    let key = app.account_with_key(None).await;
+    let base = format!("http://127.0.0.1:{api_port}");
+    exposition_when(api_port, |text| text.contains("process_up")).await;
+    let client = reqwest::Client::new();
+    let form = reqwest::multipart::Form::new()
+        .text("text", "a sentence to classify")
+        .text("webhook_url", receiver.url("/hook"));
+    let submitted = client
+        .post(format!("{base}/api/v1/moderate/prompt"))
+        .bearer_auth(&key.key)
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(submitted.status(), 202);
+    assert_eq!(
+        client
+            .get(format!("{base}/health"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+
+    let api = exposition_when(api_port, |text| text.contains("dependency_checks_total")).await;
+    let worker = exposition_when(worker_port, |text| {
+        text.contains("worker_jobs_total{modality=\"text\",outcome=\"passed\"} 1")
+            && text.contains("dependency_checks_total")
+    })
+    .await;
+    let dispatcher = exposition_when(dispatcher_port, |text| {
+        text.contains("webhook_attempts_total{outcome=\"delivered\",attempt=\"1\"} 1")
+            && text.contains("queue_depth{modality=\"audio\",state=\"dead\"}")
+    })
+    .await;
+
+    assert_families("api", &api, API_FAMILIES);
+    assert_families("worker", &worker, WORKER_FAMILIES);
+    assert_families("dispatcher", &dispatcher, DISPATCHER_FAMILIES);
+    for modality in ["text", "image", "video", "audio"] {
+        for state in ["waiting", "pending", "retrying", "dead"] {
+            let series = format!("queue_depth{{modality=\"{modality}\",state=\"{state}\"}}");
+            assert!(dispatcher.contains(&series), "{series} in {dispatcher}");
+        }
+    }
+    for (process, text) in [
+        ("api", &api),
+        ("worker", &worker),
+        ("dispatcher", &dispatcher),
+    ] {
+        promtool_accepts(process, text);
+    }
 }
