@@ -279,6 +279,21 @@ pub struct TestKey {
     pub key: String,
 }
 
+/// `GET http://127.0.0.1:<port><path>` without a key: its status, content type and body.
+pub async fn get_plain(port: u16, path: &str) -> (u16, String, String) {
+    let response = reqwest::get(format!("http://127.0.0.1:{port}{path}"))
+        .await
+        .expect("GET");
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    (status, content_type, response.text().await.expect("body"))
+}
+
 /// Asserts that `response` is the contract's error body with `status` and `code`, and returns
 /// the body.
 pub async fn assert_error(

@@ -7,7 +7,7 @@ use std::{
 
 use moderation_dispatcher::Dispatcher;
 use moderation_tests::{
-    receiver::TestReceiver, spawn_app, unused_port, worker::worker_settings, TestApp,
+    get_plain, receiver::TestReceiver, spawn_app, unused_port, worker::worker_settings, TestApp,
 };
 use moderation_worker::Worker;
 
@@ -38,19 +38,6 @@ fn promtool_accepts(process: &str, text: &str) {
     );
 }
 
-async fn scrape(port: u16, path: &str) -> (u16, String, String) {
-    let response = reqwest::get(format!("http://127.0.0.1:{port}{path}"))
-        .await
-        .unwrap();
-    let status = response.status().as_u16();
-    let content_type = response
-        .headers()
-        .get("content-type")
-        .map(|v| v.to_str().unwrap().to_owned())
-        .unwrap_or_default();
-    (status, content_type, response.text().await.unwrap())
-}
-
 #[tokio::test]
 async fn the_worker_and_the_dispatcher_serve_prometheus_text_on_their_metrics_port() {
     let app = spawn_app().await;
@@ -76,11 +63,11 @@ async fn the_worker_and_the_dispatcher_serve_prometheus_text_on_their_metrics_po
     app.finished_job(&key, job).await;
 
     for port in ports {
-        let (status, content_type, text) = scrape(port, "/metrics").await;
+        let (status, content_type, text) = get_plain(port, "/metrics").await;
         assert_eq!(status, 200);
         assert!(content_type.starts_with("text/plain"), "{content_type}");
         assert!(text.contains("# TYPE process_up gauge"), "{text}");
-        assert_eq!(scrape(port, "/other").await.0, 404);
+        assert_eq!(get_plain(port, "/other").await.0, 404);
     }
     let _ = stop_worker.send(());
     let _ = stop_dispatcher.send(());

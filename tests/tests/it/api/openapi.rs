@@ -1,22 +1,18 @@
 //! `GET /api/v1/openapi.json`: the OpenAPI 3.1 document, generated from the code.
 
 use moderation_api::auth::{Access, ENDPOINTS};
-use moderation_tests::{receiver::tempfile_path, spawn_app};
+use moderation_tests::{get_plain, receiver::tempfile_path, spawn_app};
 use serde_json::Value;
 
 const METHODS: [&str; 5] = ["get", "post", "put", "patch", "delete"];
 
 async fn served_document(port: u16) -> (u16, String, Value) {
-    let response = reqwest::get(format!("http://127.0.0.1:{port}/api/v1/openapi.json"))
-        .await
-        .unwrap();
-    let status = response.status().as_u16();
-    let content_type = response
-        .headers()
-        .get("content-type")
-        .map(|v| v.to_str().unwrap().to_owned())
-        .unwrap_or_default();
-    (status, content_type, response.json().await.unwrap())
+    let (status, content_type, body) = get_plain(port, "/api/v1/openapi.json").await;
+    (
+        status,
+        content_type,
+        serde_json::from_str(&body).expect("a JSON document"),
+    )
 }
 
 #[tokio::test]
