@@ -114,7 +114,7 @@ caller=$(head -1 "$work/members")
 plan=$(psql "$db" -qAt -c "EXPLAIN (ANALYZE, BUFFERS)
   SELECT e.account_id, e.category, e.status, e.created_at, e.reported_at
   FROM registry_entries e
-  WHERE e.identifier = ANY(ARRAY[$sample]) AND e.account_id <> '$caller'
+  WHERE e.identifier IN ($sample) AND e.account_id <> '$caller'
     AND e.status IN ('active', 'disputed') AND e.expires_at > now()
     AND (SELECT a.status FROM accounts a WHERE a.id = e.account_id) = 'active'")
 echo "$plan"

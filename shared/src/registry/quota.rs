@@ -1,10 +1,12 @@
 //! The daily check quota: one Redis counter per account per UTC day.
 //!
-//! `INCR` and `EXPIREAT` (next midnight UTC) go in one atomic pipeline, so the counter is
-//! shared by every api replica and a crash between the two commands cannot leave a counter
-//! without an expiry.
+//! One Lua script increments the counter and, when it creates it, sets its expiry to the next
+//! midnight UTC: one command per check, atomic, so the counter is shared by every api replica
+//! and can never be left without an expiry.
 
-use redis::RedisResult;
+use std::sync::LazyLock;
+
+use redis::{RedisResult, Script};
 use time::OffsetDateTime;
 
 use super::signals::utc_day;
@@ -22,17 +24,17 @@ pub async fn count_check(
         day.unix_timestamp()
     ));
     let reset = next_midnight(now).unix_timestamp();
+    static COUNT: LazyLock<Script> = LazyLock::new(|| {
+        Script::new(
+            "local n = redis.call('INCR', KEYS[1]) \
+             if n == 1 then redis.call('EXPIREAT', KEYS[1], ARGV[1]) end \
+             return n",
+        )
+    });
+    let mut invocation = COUNT.prepare_invoke();
+    invocation.key(key).arg(reset);
     redis
-        .with(|mut conn| async move {
-            let (count,): (u64,) = redis::pipe()
-                .atomic()
-                .incr(&key, 1u64)
-                .expire_at(&key, reset)
-                .ignore()
-                .query_async(&mut conn)
-                .await?;
-            Ok(count)
-        })
+        .with(|mut conn| async move { invocation.invoke_async::<u64>(&mut conn).await })
         .await
 }
 

@@ -274,3 +274,37 @@ async fn open_dispute(app: &moderation_tests::TestApp, entry: &Value) {
         moderation_shared::db::registry_entries::DisputeOutcome::Done(_)
     ));
 }
+
+/// The check query is planned once per connection and its cached generic plan reused: a plan
+/// made afresh for every check cost more than the lookup itself.
+#[tokio::test]
+async fn the_check_query_reuses_its_cached_generic_plan() {
+    use moderation_shared::db::registry_entries::find_matches;
+
+    let app = spawn_app().await;
+    let member = app.registry_member().await;
+    let client = app.db.pool.get().await.unwrap();
+    let now = moderation_shared::clock::now();
+    for n in 0u8..12 {
+        let identifiers: Vec<[u8; 32]> = (0..=n % 5).map(|i| [n ^ i; 32]).collect();
+        find_matches(&client, member.account, &identifiers, now)
+            .await
+            .unwrap();
+    }
+
+    let row = client
+        .query_one(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements \
+             WHERE statement LIKE 'SELECT e.account_id, e.category%'",
+            &[],
+        )
+        .await
+        .unwrap();
+    let (generic, custom): (i64, i64) = (row.get(0), row.get(1));
+    // Postgres tries five custom plans before it settles on the generic one.
+    assert_eq!(generic + custom, 12);
+    assert!(
+        custom <= 5,
+        "generic plans {generic}, custom plans {custom}"
+    );
+}
