@@ -29,7 +29,7 @@ pub const QUEUE_TAKEOVERS_TOTAL: &str = "queue_takeovers_total";
 pub const QUEUE_READ_ERRORS_TOTAL: &str = "queue_read_errors_total";
 /// Jobs the relay put on the queue again, by `modality`.
 pub const QUEUE_RELAYED_TOTAL: &str = "queue_relayed_total";
-/// Queue depth by `modality` and `state` (`waiting`, `pending`, `retrying`, `dead`).
+/// Queue depth by `modality` and `state` (`waiting`, `in_flight`, `retrying`, `dead`).
 pub const QUEUE_DEPTH: &str = "queue_depth";
 /// Jobs a worker took to an end or gave back, by `modality` and `outcome` (`passed`,
 /// `prohibited`, `failed`, `requeued`, `exhausted`).

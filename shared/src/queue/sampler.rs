@@ -52,7 +52,7 @@ impl DepthSampler {
         };
         for (state, value) in [
             ("waiting", depth.waiting),
-            ("pending", depth.pending),
+            ("in_flight", depth.pending),
             ("retrying", depth.retrying),
             ("dead", depth.dead),
         ] {

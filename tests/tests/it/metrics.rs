@@ -308,7 +308,7 @@ async fn each_process_exposes_exactly_its_metric_families_with_fixed_label_names
     assert_families("worker", &worker, WORKER_FAMILIES);
     assert_families("dispatcher", &dispatcher, DISPATCHER_FAMILIES);
     for modality in ["text", "image", "video", "audio"] {
-        for state in ["waiting", "pending", "retrying", "dead"] {
+        for state in ["waiting", "in_flight", "retrying", "dead"] {
             let series = format!("queue_depth{{modality=\"{modality}\",state=\"{state}\"}}");
             assert!(dispatcher.contains(&series), "{series} in {dispatcher}");
         }
