@@ -13,7 +13,8 @@ cargo build --release --quiet -p moderation-tests --example webhook_receiver
 coproc RECEIVER { "$ROOT/target/release/examples/webhook_receiver" "$WORK/ca.pem"; }
 read -r RECEIVER_URL <&"${RECEIVER[0]}"
 org=$(DATABASE_URL=$DB "$BIN/modctl" org create --name bench | json_field org_id)
-DATABASE_URL=$DB APP_ALLOW_PRIVATE_URLS=true APP_EXTRA_CA_FILE=$WORK/ca.pem METRICS_PORT=0 RUST_LOG=warn \
+DATABASE_URL=$DB REDIS_URL=$REDIS_BASE_URL APP_REDIS_NAMESPACE=bench-dispatch-$$ \
+  APP_ALLOW_PRIVATE_URLS=true APP_EXTRA_CA_FILE=$WORK/ca.pem METRICS_PORT=0 RUST_LOG=warn \
   "$BIN/dispatcher" & DISPATCHER=$!
 trap 'kill $DISPATCHER 2>/dev/null || true; exec {RECEIVER[1]}>&-; rm -rf "$WORK"' EXIT
 
