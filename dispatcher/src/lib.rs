@@ -121,7 +121,7 @@ impl Dispatcher {
         let mut running = JoinSet::new();
         // Sampling runs beside the loop, so a slow connection never delays an attempt.
         let core = self.core.clone();
-        let sampler = tokio::spawn(async move {
+        let oldest_due = tokio::spawn(async move {
             let mut tick = tokio::time::interval(OLDEST_DUE_SAMPLE);
             loop {
                 tick.tick().await;
@@ -154,7 +154,7 @@ impl Dispatcher {
         while running.join_next().await.is_some() {}
         listener.abort();
         metrics.abort();
-        sampler.abort();
+        oldest_due.abort();
         depth.abort();
     }
 }

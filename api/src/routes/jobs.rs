@@ -61,7 +61,7 @@ pub(crate) async fn get_job(
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     let job = load(&state, &principal, id.into_inner()).await?;
-    Ok(HttpResponse::Ok().json(JobView::from(&job)))
+    Ok(HttpResponse::Ok().json(JobView::from(job)))
 }
 
 /// Where a job is in its processing.
@@ -118,8 +118,7 @@ pub struct JobView {
     #[schema(format = DateTime)]
     created_at: String,
     /// When it finished, else `null`.
-    #[schema(format = DateTime)]
-    #[schema(required = true)]
+    #[schema(format = DateTime, required = true)]
     completed_at: Option<String>,
     /// The decision: `null` until completed.
     #[schema(required = true)]
@@ -170,27 +169,23 @@ fn categories_schema() -> Object {
         .build()
 }
 
-impl From<&Job> for JobView {
-    fn from(job: &Job) -> Self {
+impl From<Job> for JobView {
+    fn from(job: Job) -> Self {
         let decided = job.status == JobStatus::Completed;
         let prohibited = job.is_prohibited.filter(|_| decided);
         Self {
             job_id: job.id,
-            kind: job.kind.clone(),
+            kind: job.kind,
             status: job.status.as_str(),
             created_at: format_millis(job.created_at),
             completed_at: job.completed_at.map(format_millis),
             is_prohibited: prohibited,
-            reason: job.reason.clone().filter(|_| prohibited == Some(true)),
-            categories: job.categories.clone(),
+            reason: job.reason.filter(|_| prohibited == Some(true)),
+            categories: job.categories,
             error: (job.status == JobStatus::Failed).then(|| JobError {
-                code: job
-                    .error_code
-                    .clone()
-                    .unwrap_or_else(|| "INTERNAL".to_owned()),
+                code: job.error_code.unwrap_or_else(|| "INTERNAL".to_owned()),
                 message: job
                     .error_message
-                    .clone()
                     .unwrap_or_else(|| "the job could not be processed".to_owned()),
             }),
         }
@@ -250,7 +245,7 @@ pub(crate) async fn list_jobs(
         None
     };
     Ok(HttpResponse::Ok().json(JobList {
-        jobs: found.iter().map(JobView::from).collect(),
+        jobs: found.into_iter().map(JobView::from).collect(),
         next_cursor,
     }))
 }

@@ -87,8 +87,7 @@ pub struct SecretListed {
     #[schema(format = DateTime)]
     created_at: String,
     /// When an `expiring` secret stops signing, else `null`.
-    #[schema(format = DateTime)]
-    #[schema(required = true)]
+    #[schema(format = DateTime, required = true)]
     expires_at: Option<String>,
     /// `active` or `expiring`.
     #[schema(example = "active")]
