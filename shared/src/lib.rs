@@ -5,6 +5,7 @@
 //! banks and telemetry. It must not depend on an HTTP framework or own a process lifecycle:
 //! binaries combine its pieces into their own settings and run loops.
 
+pub mod batch;
 pub mod clock;
 pub mod config;
 pub mod crypto;

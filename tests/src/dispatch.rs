@@ -82,15 +82,15 @@ impl TestApp {
         .await
         .expect("insert job");
         let id = Uuid::now_v7();
-        deliveries::insert(
+        deliveries::insert_many(
             &tx,
-            &NewDelivery {
+            &[NewDelivery {
                 id,
                 job_id: job,
                 account_id: account,
-                target_url: target,
-                body,
-            },
+                target_url: target.to_owned(),
+                body: body.to_vec(),
+            }],
         )
         .await
         .expect("insert delivery");

@@ -35,7 +35,7 @@ mod settings;
 
 pub use settings::{ClassifierSettings, Concurrency, WorkerSettings, DEFAULT_CONCURRENCY};
 
-use jobs::JobContext;
+use jobs::{store::JobStore, JobContext};
 use pipeline::Pipeline;
 
 /// Counters of one worker process, for tests and diagnostics.
@@ -139,6 +139,7 @@ impl Worker {
     fn monitor(&self, queue: JobQueue) -> Monitor {
         let ctx = JobContext {
             pool: self.pool.clone(),
+            store: JobStore::start(self.pool.clone()),
             queue: queue.clone(),
             pipeline: self.pipeline.clone(),
         };

@@ -19,8 +19,8 @@ pub const CHANNEL: &str = "deliveries";
 pub const MAX_ATTEMPTS: i32 = 12;
 
 /// A delivery to store when its job completes.
-#[derive(Debug)]
-pub struct NewDelivery<'a> {
+#[derive(Debug, Clone)]
+pub struct NewDelivery {
     /// The delivery id (`delivery_id`, `webhook-id`).
     pub id: Uuid,
     /// The job.
@@ -28,29 +28,39 @@ pub struct NewDelivery<'a> {
     /// The account.
     pub account_id: AccountId,
     /// Where to send it.
-    pub target_url: &'a str,
+    pub target_url: String,
     /// The exact bytes to send on every attempt.
-    pub body: &'a [u8],
+    pub body: Vec<u8>,
 }
 
-/// Stores a delivery (one per job: a second insert for the same job does nothing) and wakes
-/// the dispatchers when the transaction commits. Returns whether it was new.
-pub async fn insert(client: &impl GenericClient, d: &NewDelivery<'_>) -> Result<bool, DbError> {
+/// Stores deliveries (one per job: a delivery for a job that has one already is skipped) and
+/// wakes the dispatchers when the transaction commits. Returns how many were new.
+pub async fn insert_many(
+    client: &impl GenericClient,
+    deliveries: &[NewDelivery],
+) -> Result<u64, DbError> {
+    if deliveries.is_empty() {
+        return Ok(0);
+    }
+    let ids: Vec<Uuid> = deliveries.iter().map(|d| d.id).collect();
+    let jobs: Vec<Uuid> = deliveries.iter().map(|d| d.job_id.0).collect();
+    let accounts: Vec<Uuid> = deliveries.iter().map(|d| d.account_id.0).collect();
+    let targets: Vec<&str> = deliveries.iter().map(|d| d.target_url.as_str()).collect();
+    let bodies: Vec<&[u8]> = deliveries.iter().map(|d| d.body.as_slice()).collect();
     let stmt = client
         .prepare_cached(
             "INSERT INTO deliveries (id, job_id, account_id, target_url, body, scheduled_at, \
                                      next_attempt_at) \
-             VALUES ($1, $2, $3, $4, $5, now(), now()) ON CONFLICT (job_id) DO NOTHING",
+             SELECT id, job_id, account_id, target_url, body, now(), now() \
+             FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::bytea[]) \
+                  AS d(id, job_id, account_id, target_url, body) \
+             ON CONFLICT (job_id) DO NOTHING",
         )
         .await?;
     let inserted = client
-        .execute(
-            &stmt,
-            &[&d.id, &d.job_id.0, &d.account_id.0, &d.target_url, &d.body],
-        )
-        .await?
-        == 1;
-    if inserted {
+        .execute(&stmt, &[&ids, &jobs, &accounts, &targets, &bodies])
+        .await?;
+    if inserted > 0 {
         client
             .execute("SELECT pg_notify($1, '')", &[&CHANNEL])
             .await?;

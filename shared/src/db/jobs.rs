@@ -3,8 +3,11 @@
 use time::OffsetDateTime;
 use tokio_postgres::Row;
 
-use super::{DbError, GenericClient};
-use crate::domain::{AccountId, ApiKeyId, JobId, Modality};
+use super::{deliveries::NewDelivery, DbError, GenericClient};
+use crate::{
+    domain::{AccountId, ApiKeyId, JobId, Modality},
+    payload::JobOutcome,
+};
 
 /// Job status: `queued → processing → completed | failed`; terminal states never change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -211,99 +214,135 @@ pub struct Finished {
     pub since_submitted: time::Duration,
 }
 
-/// Ends a job that is not yet terminal with `outcome`, and stores its webhook delivery: to the
-/// job's own `webhook_url`, else to the account's global URL at this moment, else none. Run it
-/// in the transaction that writes the result, so both land or neither does. `None` when the
-/// job had already ended (a job run twice completes once).
-pub async fn finish(
+/// Ends each job of `results` that is not yet terminal with its outcome, and stores its
+/// webhook delivery: to the job's own `webhook_url`, else to the account's global URL at this
+/// moment, else none. Run it in the transaction that writes the results, so each result and
+/// its delivery land together or not at all. One answer per result, in order: `None` when the
+/// job had already ended (a job run twice completes once, also when both runs are in one call).
+pub async fn finish_many(
     client: &impl GenericClient,
-    id: JobId,
-    outcome: &crate::payload::JobOutcome,
-) -> Result<Option<Finished>, DbError> {
-    use crate::payload::JobOutcome;
-    let (status, stage, prohibited, reason, categories, nsfw, code, message) = match outcome {
-        JobOutcome::Decided {
-            is_prohibited,
-            reason,
-            categories,
-            nsfw_checked,
-        } => (
-            "completed",
-            "done",
-            Some(*is_prohibited),
-            reason.as_deref().filter(|_| *is_prohibited),
-            categories.as_ref(),
-            *nsfw_checked,
-            None,
-            None,
-        ),
-        JobOutcome::Failed { code, message } => (
-            "failed",
-            "failed",
-            None,
-            None,
-            None,
-            None,
-            Some(*code),
-            Some(message.as_str()),
-        ),
-    };
+    results: &[(JobId, JobOutcome)],
+) -> Result<Vec<Option<Finished>>, DbError> {
+    let mut columns = FinishColumns::default();
+    for (id, outcome) in results {
+        columns.push(*id, outcome);
+    }
     let stmt = client
         .prepare_cached(
-            "UPDATE jobs SET status = $2, stage = $3, is_prohibited = $4, reason = $5, \
-                    categories = $6, nsfw_checked = $7, error_code = $8, error_message = $9, \
+            "UPDATE jobs SET status = r.status, stage = r.stage, is_prohibited = r.prohibited, \
+                    reason = r.reason, categories = r.categories, nsfw_checked = r.nsfw, \
+                    error_code = r.code, error_message = r.message, \
                     completed_at = now(), updated_at = now() \
-             WHERE id = $1 AND status IN ('queued', 'processing') \
-             RETURNING account_id, created_at, completed_at, \
-                       coalesce(webhook_url, \
-                                (SELECT url FROM webhook_endpoints e WHERE e.account_id = jobs.account_id)) \
-                           AS target",
+             FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bool[], $5::text[], \
+                         $6::jsonb[], $7::bool[], $8::text[], $9::text[]) \
+                  WITH ORDINALITY AS r(id, status, stage, prohibited, reason, categories, nsfw, \
+                                       code, message, ord) \
+             WHERE jobs.id = r.id AND jobs.status IN ('queued', 'processing') \
+             RETURNING r.ord, jobs.account_id, jobs.created_at, jobs.completed_at, \
+                       coalesce(jobs.webhook_url, \
+                                (SELECT url FROM webhook_endpoints e \
+                                 WHERE e.account_id = jobs.account_id)) AS target",
         )
         .await?;
-    let Some(row) = client
-        .query_opt(
+    let rows = client
+        .query(
             &stmt,
             &[
-                &id.0,
-                &status,
-                &stage,
-                &prohibited,
-                &reason,
-                &categories,
-                &nsfw,
-                &code,
-                &message,
+                &columns.ids,
+                &columns.statuses,
+                &columns.stages,
+                &columns.prohibited,
+                &columns.reasons,
+                &columns.categories,
+                &columns.nsfw,
+                &columns.codes,
+                &columns.messages,
             ],
         )
-        .await?
-    else {
-        return Ok(None);
-    };
-    let since_submitted =
-        row.get::<_, OffsetDateTime>("completed_at") - row.get::<_, OffsetDateTime>("created_at");
-    let Some(target) = row.get::<_, Option<String>>("target") else {
-        return Ok(Some(Finished {
-            delivery_id: None,
+        .await?;
+    let mut finished: Vec<Option<Finished>> = vec![None; results.len()];
+    let mut deliveries = Vec::new();
+    for row in &rows {
+        let Some(index) = ordinal(row.get("ord"), results.len()) else {
+            continue;
+        };
+        let (id, outcome) = &results[index];
+        let completed_at: OffsetDateTime = row.get("completed_at");
+        let since_submitted = completed_at - row.get::<_, OffsetDateTime>("created_at");
+        let delivery_id = row.get::<_, Option<String>>("target").map(|target| {
+            let delivery_id = uuid::Uuid::now_v7();
+            deliveries.push(NewDelivery {
+                id: delivery_id,
+                job_id: *id,
+                account_id: AccountId(row.get("account_id")),
+                target_url: target,
+                body: crate::payload::body(*id, outcome, completed_at, delivery_id),
+            });
+            delivery_id
+        });
+        finished[index] = Some(Finished {
+            delivery_id,
             since_submitted,
-        }));
-    };
-    let delivery_id = uuid::Uuid::now_v7();
-    let body = crate::payload::body(id, outcome, row.get("completed_at"), delivery_id);
-    super::deliveries::insert(
-        client,
-        &super::deliveries::NewDelivery {
-            id: delivery_id,
-            job_id: id,
-            account_id: AccountId(row.get("account_id")),
-            target_url: &target,
-            body: &body,
-        },
-    )
-    .await?;
-    Ok(Some(Finished {
-        delivery_id: Some(delivery_id),
-        since_submitted,
-    }))
+        });
+    }
+    super::deliveries::insert_many(client, &deliveries).await?;
+    Ok(finished)
+}
+
+/// [`finish_many`]'s parameters, one array per column.
+#[derive(Default)]
+struct FinishColumns<'a> {
+    ids: Vec<uuid::Uuid>,
+    statuses: Vec<&'static str>,
+    stages: Vec<&'static str>,
+    prohibited: Vec<Option<bool>>,
+    reasons: Vec<Option<&'a str>>,
+    categories: Vec<Option<&'a serde_json::Value>>,
+    nsfw: Vec<Option<bool>>,
+    codes: Vec<Option<&'static str>>,
+    messages: Vec<Option<&'a str>>,
+}
+
+impl<'a> FinishColumns<'a> {
+    fn push(&mut self, id: JobId, outcome: &'a JobOutcome) {
+        self.ids.push(id.0);
+        match outcome {
+            JobOutcome::Decided {
+                is_prohibited,
+                reason,
+                categories,
+                nsfw_checked,
+            } => {
+                self.statuses.push("completed");
+                self.stages.push("done");
+                self.prohibited.push(Some(*is_prohibited));
+                self.reasons
+                    .push(reason.as_deref().filter(|_| *is_prohibited));
+                self.categories.push(categories.as_ref());
+                self.nsfw.push(*nsfw_checked);
+                self.codes.push(None);
+                self.messages.push(None);
+            }
+            JobOutcome::Failed { code, message } => {
+                self.statuses.push("failed");
+                self.stages.push("failed");
+                self.prohibited.push(None);
+                self.reasons.push(None);
+                self.categories.push(None);
+                self.nsfw.push(None);
+                self.codes.push(Some(code));
+                self.messages.push(Some(message));
+            }
+        }
+    }
+}
+
+/// The index of the request a row answers, from its 1-based `WITH ORDINALITY` number.
+fn ordinal(ord: i64, len: usize) -> Option<usize> {
+    usize::try_from(ord)
+        .ok()
+        .and_then(|n| n.checked_sub(1))
+        .filter(|&i| i < len)
 }
 
 /// A job a worker has taken: what it needs to classify it, with the account's policy stamp.
@@ -336,51 +375,74 @@ pub enum Claim {
     Duplicate,
 }
 
-/// Claims job `id`: a queued job (or, when `redelivery`, one a lost worker left `processing`)
-/// moves to `processing` in `first_stage` with one more attempt, or to `failed` with
-/// `INTERNAL` when it has had `max_tries` already. Anything else is a duplicate.
-pub async fn claim(
+/// One job to claim: see [`claim_many`].
+#[derive(Debug, Clone)]
+pub struct ClaimRequest {
+    /// The job.
+    pub id: JobId,
+    /// Whether an earlier delivery was lost, so the job may be left `processing`.
+    pub redelivery: bool,
+    /// The stage it starts in.
+    pub first_stage: &'static str,
+}
+
+/// Claims each requested job: a queued job (or, on a redelivery, one a lost worker left
+/// `processing`) moves to `processing` in its first stage with one more attempt, or to
+/// `failed` with `INTERNAL` when it has had `max_tries` already. Anything else is a duplicate,
+/// and so is every request for a job but the first when one call asks for a job twice. One
+/// answer per request, in order.
+pub async fn claim_many(
     client: &impl GenericClient,
-    id: JobId,
+    requests: &[ClaimRequest],
     max_tries: i32,
-    redelivery: bool,
-    first_stage: &str,
-) -> Result<Claim, DbError> {
+) -> Result<Vec<Claim>, DbError> {
+    let ids: Vec<uuid::Uuid> = requests.iter().map(|r| r.id.0).collect();
+    let redeliveries: Vec<bool> = requests.iter().map(|r| r.redelivery).collect();
+    let stages: Vec<&str> = requests.iter().map(|r| r.first_stage).collect();
     let stmt = client
         .prepare_cached(
             "UPDATE jobs SET
-                 status = CASE WHEN attempts >= $2 THEN 'failed' ELSE 'processing' END,
-                 stage = CASE WHEN attempts >= $2 THEN 'failed' ELSE $4 END,
-                 attempts = CASE WHEN attempts >= $2 THEN attempts ELSE attempts + 1 END,
-                 error_code = CASE WHEN attempts >= $2 THEN 'INTERNAL' ELSE error_code END,
-                 error_message = CASE WHEN attempts >= $2
-                     THEN 'The job did not complete after ' || $2 || ' tries.'
+                 status = CASE WHEN attempts >= $1 THEN 'failed' ELSE 'processing' END,
+                 stage = CASE WHEN attempts >= $1 THEN 'failed' ELSE r.stage END,
+                 attempts = CASE WHEN attempts >= $1 THEN attempts ELSE attempts + 1 END,
+                 error_code = CASE WHEN attempts >= $1 THEN 'INTERNAL' ELSE error_code END,
+                 error_message = CASE WHEN attempts >= $1
+                     THEN 'The job did not complete after ' || $1 || ' tries.'
                      ELSE error_message END,
-                 completed_at = CASE WHEN attempts >= $2 THEN now() ELSE completed_at END,
+                 completed_at = CASE WHEN attempts >= $1 THEN now() ELSE completed_at END,
                  updated_at = now()
-             FROM accounts a
-             WHERE jobs.id = $1 AND a.id = jobs.account_id
-               AND (jobs.status = 'queued' OR (jobs.status = 'processing' AND $3))
-             RETURNING jobs.status, jobs.account_id, jobs.content, jobs.messages, jobs.attempts,
-                       a.nsfw_check, a.policy_version",
+             FROM unnest($2::uuid[], $3::bool[], $4::text[])
+                      WITH ORDINALITY AS r(id, redelivery, stage, ord),
+                  accounts a
+             WHERE jobs.id = r.id AND a.id = jobs.account_id
+               AND (jobs.status = 'queued' OR (jobs.status = 'processing' AND r.redelivery))
+             RETURNING r.ord, jobs.status, jobs.account_id, jobs.content, jobs.messages,
+                       jobs.attempts, a.nsfw_check, a.policy_version",
         )
         .await?;
-    let row = client
-        .query_opt(&stmt, &[&id.0, &max_tries, &redelivery, &first_stage])
+    let rows = client
+        .query(&stmt, &[&max_tries, &ids, &redeliveries, &stages])
         .await?;
-    Ok(match row {
-        None => Claim::Duplicate,
-        Some(row) if row.get::<_, &str>("status") == "failed" => Claim::Exhausted,
-        Some(row) => Claim::Claimed(ClaimedJob {
-            id,
-            account_id: AccountId(row.get("account_id")),
-            content: row.get("content"),
-            messages: row.get("messages"),
-            attempts: row.get("attempts"),
-            nsfw_check: row.get("nsfw_check"),
-            policy_version: row.get("policy_version"),
-        }),
-    })
+    let mut claims = vec![Claim::Duplicate; requests.len()];
+    for row in rows {
+        let Some(index) = ordinal(row.get("ord"), requests.len()) else {
+            continue;
+        };
+        claims[index] = if row.get::<_, &str>("status") == "failed" {
+            Claim::Exhausted
+        } else {
+            Claim::Claimed(ClaimedJob {
+                id: requests[index].id,
+                account_id: AccountId(row.get("account_id")),
+                content: row.get("content"),
+                messages: row.get("messages"),
+                attempts: row.get("attempts"),
+                nsfw_check: row.get("nsfw_check"),
+                policy_version: row.get("policy_version"),
+            })
+        };
+    }
+    Ok(claims)
 }
 
 /// Moves a `processing` job to `stage` (`fetching`, `transcribing`, `classifying`).

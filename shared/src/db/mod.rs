@@ -83,3 +83,14 @@ pub async fn migrate(pool: &Pool) -> Result<Vec<i32>, DbError> {
         .map(|m| m.version())
         .collect())
 }
+
+/// Makes the rest of transaction `tx` join only by nested loops, so a batch statement that
+/// touches rows by key (`... FROM unnest($1::uuid[]) r WHERE t.id = r.id`) probes the primary
+/// key once per row. Left to itself the planner judges by statistics, which lag far behind a
+/// table that grows by thousands of rows a second: it then hashes the batch and scans the whole
+/// table for every batch.
+pub async fn join_by_key(tx: &deadpool_postgres::Transaction<'_>) -> Result<(), DbError> {
+    tx.batch_execute("SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off")
+        .await?;
+    Ok(())
+}

@@ -431,12 +431,14 @@ async fn finish(app: &TestApp, job: uuid::Uuid) -> Option<moderation_shared::db:
         categories: None,
         nsfw_checked: None,
     };
-    let finished =
-        moderation_shared::db::jobs::finish(&tx, moderation_shared::domain::JobId(job), &outcome)
-            .await
-            .unwrap();
+    let mut finished = moderation_shared::db::jobs::finish_many(
+        &tx,
+        &[(moderation_shared::domain::JobId(job), outcome)],
+    )
+    .await
+    .unwrap();
     tx.commit().await.unwrap();
-    finished
+    finished.pop().flatten()
 }
 
 #[tokio::test]
@@ -543,4 +545,72 @@ async fn a_job_finished_twice_completes_once_with_one_delivery() {
         .unwrap()
         .get(0);
     assert_eq!(deliveries, 1);
+}
+
+#[tokio::test]
+async fn one_batch_naming_a_job_twice_claims_and_finishes_it_once_and_answers_in_order() {
+    use moderation_shared::{
+        db::jobs::{claim_many, finish_many, Claim, ClaimRequest},
+        domain::JobId,
+        payload::JobOutcome,
+    };
+    let app = spawn_app().await;
+    let key = app.account_with_key(None).await;
+    let mut client = app.db.pool.get().await.unwrap();
+    client
+        .execute(
+            "INSERT INTO webhook_endpoints (account_id, url) VALUES ($1, 'https://93.184.215.14/hook')",
+            &[&key.account.0],
+        )
+        .await
+        .unwrap();
+    let twice = JobId(app.submit_prompt(&key, "hello").await);
+    let once = JobId(app.submit_prompt(&key, "world").await);
+    let request = |id| ClaimRequest {
+        id,
+        redelivery: false,
+        first_stage: "classifying",
+    };
+
+    let claims = claim_many(&client, &[request(twice), request(once), request(twice)], 5)
+        .await
+        .unwrap();
+    let claimed: Vec<Option<JobId>> = claims
+        .iter()
+        .map(|c| match c {
+            Claim::Claimed(job) => Some(job.id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        claimed.iter().flatten().filter(|&&id| id == twice).count(),
+        1
+    );
+    assert_eq!(claimed[1], Some(once));
+    assert!(claims.iter().any(|c| matches!(c, Claim::Duplicate)));
+
+    let passed = JobOutcome::Decided {
+        is_prohibited: false,
+        reason: None,
+        categories: None,
+        nsfw_checked: None,
+    };
+    let tx = client.transaction().await.unwrap();
+    let finished = finish_many(
+        &tx,
+        &[
+            (twice, passed.clone()),
+            (once, passed.clone()),
+            (twice, passed),
+        ],
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+
+    assert_eq!(finished.iter().filter(|f| f.is_some()).count(), 2);
+    assert!(finished[1].is_some());
+    for job in [twice, once] {
+        assert_eq!(app.deliveries_of(job.0).await, 1);
+    }
 }

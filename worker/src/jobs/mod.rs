@@ -2,7 +2,8 @@
 //!
 //! Every delivery first claims its job in Postgres, which makes duplicate deliveries harmless.
 //! The claimed job is then classified by its modality's steps ([`text`], [`media`]), and the
-//! result and its webhook delivery are written in one transaction. A transient failure gives the
+//! result and its webhook delivery are written in one transaction. Claims and results of
+//! concurrent deliveries are written together ([`store`]). A transient failure gives the
 //! job back to the queue (`processing → queued`) while it has tries left; the relay puts it back
 //! on the queue after its grace time, which spaces the retries out.
 
@@ -12,7 +13,7 @@ use apalis_core::task::data::Data;
 use moderation_shared::{
     db::{
         self,
-        jobs::{Claim, ClaimedJob},
+        jobs::{Claim, ClaimRequest, ClaimedJob},
         DbError, Pool,
     },
     domain::Modality,
@@ -24,13 +25,18 @@ use moderation_shared::{
 use crate::{classify::Verdict, pipeline::Pipeline};
 
 pub mod media;
+pub mod store;
 pub mod text;
+
+use store::{JobStore, StoreError};
 
 /// What a handler needs, shared by every delivery.
 #[derive(Clone)]
 pub struct JobContext {
     /// Postgres.
     pub pool: Pool,
+    /// Claims and results, batched.
+    pub store: JobStore,
     /// The queue (for dead-letter bookkeeping).
     pub queue: JobQueue,
     /// Policies, fetcher and provider.
@@ -56,27 +62,21 @@ pub enum JobError {
     /// Postgres failed.
     #[error(transparent)]
     Db(#[from] DbError),
-}
-
-impl From<tokio_postgres::Error> for JobError {
-    fn from(err: tokio_postgres::Error) -> Self {
-        Self::Db(err.into())
-    }
+    /// A batched claim or result was not written.
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
 /// Handles one delivery.
 pub async fn handle(job: QueuedJob, ctx: Data<JobContext>) -> Result<Handled, JobError> {
-    let claimed = {
-        let client = ctx.pool.get().await.map_err(DbError::from)?;
-        db::jobs::claim(
-            &client,
-            job.job_id,
-            MAX_TRIES,
-            job.is_redelivery(),
-            first_stage(job.modality),
-        )
-        .await?
-    };
+    let claimed = ctx
+        .store
+        .claim(ClaimRequest {
+            id: job.job_id,
+            redelivery: job.is_redelivery(),
+            first_stage: first_stage(job.modality),
+        })
+        .await?;
     let claimed = match claimed {
         Claim::Claimed(claimed) => claimed,
         Claim::Duplicate => {
@@ -122,27 +122,26 @@ pub async fn handle(job: QueuedJob, ctx: Data<JobContext>) -> Result<Handled, Jo
             message: failure.message,
         },
     };
-    let mut client = ctx.pool.get().await.map_err(DbError::from)?;
-    let tx = client.transaction().await?;
-    let finished = db::jobs::finish(&tx, job.job_id, &outcome).await?;
-    tx.commit().await?;
-    let Some(finished) = finished else {
+    let counted = outcome_label(&outcome);
+    let Some(finished) = ctx.store.finish(job.job_id, outcome).await? else {
         return Ok(Handled::Duplicate);
     };
     metrics::histogram!(telemetry::JOB_TURNAROUND_SECONDS, "modality" => job.modality.as_str())
         .record(finished.since_submitted.as_seconds_f64());
-    count(
-        job.modality,
-        match &outcome {
-            JobOutcome::Decided {
-                is_prohibited: true,
-                ..
-            } => "prohibited",
-            JobOutcome::Decided { .. } => "passed",
-            JobOutcome::Failed { .. } => "failed",
-        },
-    );
+    count(job.modality, counted);
     Ok(Handled::Finished)
+}
+
+/// The `outcome` label of a finished job.
+fn outcome_label(outcome: &JobOutcome) -> &'static str {
+    match outcome {
+        JobOutcome::Decided {
+            is_prohibited: true,
+            ..
+        } => "prohibited",
+        JobOutcome::Decided { .. } => "passed",
+        JobOutcome::Failed { .. } => "failed",
+    }
 }
 
 fn count(modality: Modality, outcome: &'static str) {

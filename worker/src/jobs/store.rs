@@ -1,0 +1,97 @@
+//! The two writes every delivery makes, batched across the deliveries in progress.
+//!
+//! A worker running many jobs at once would otherwise claim and finish each one with its own
+//! statement and commit. Here concurrent claims go to Postgres as one `UPDATE`, and concurrent
+//! results as one transaction (results and their webhook deliveries), through a
+//! [`Batcher`]; each delivery still gets its own answer, so exactly-once holds per job.
+
+use moderation_shared::{
+    batch::{BatchError, Batcher, Execute},
+    db::{
+        self,
+        jobs::{Claim, ClaimRequest, Finished},
+        DbError, Pool,
+    },
+    domain::JobId,
+    payload::JobOutcome,
+    queue::MAX_TRIES,
+};
+
+/// The most claims, or results, written in one statement.
+const MAX_BATCH: usize = 128;
+/// Batches of each kind in flight at once (each holds a pooled connection).
+const IN_FLIGHT: usize = 2;
+
+/// The job writes of this process.
+#[derive(Clone, Debug)]
+pub struct JobStore {
+    claims: Batcher<Claims>,
+    results: Batcher<Results>,
+}
+
+impl JobStore {
+    /// Starts the batching tasks (call it inside the Tokio runtime).
+    pub fn start(pool: Pool) -> Self {
+        Self {
+            claims: Batcher::spawn(Claims(pool.clone()), MAX_BATCH, IN_FLIGHT),
+            results: Batcher::spawn(Results(pool), MAX_BATCH, IN_FLIGHT),
+        }
+    }
+
+    /// Claims a job (see [`db::jobs::claim_many`]).
+    pub async fn claim(&self, request: ClaimRequest) -> Result<Claim, StoreError> {
+        Ok(self.claims.run(request).await?)
+    }
+
+    /// Writes a job's result and its webhook delivery together (see
+    /// [`db::jobs::finish_many`]); `None` when the job had already ended.
+    pub async fn finish(
+        &self,
+        id: JobId,
+        outcome: JobOutcome,
+    ) -> Result<Option<Finished>, StoreError> {
+        Ok(self.results.run((id, outcome)).await?)
+    }
+}
+
+/// A job write that did not happen.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct StoreError(#[from] BatchError<DbError>);
+
+struct Claims(Pool);
+
+impl Execute for Claims {
+    type Request = ClaimRequest;
+    type Response = Claim;
+    type Error = DbError;
+
+    async fn execute(&self, requests: &[ClaimRequest]) -> Result<Vec<Claim>, DbError> {
+        let mut client = self.0.get().await?;
+        let tx = client.transaction().await?;
+        db::join_by_key(&tx).await?;
+        let claims = db::jobs::claim_many(&tx, requests, MAX_TRIES).await?;
+        tx.commit().await?;
+        Ok(claims)
+    }
+}
+
+struct Results(Pool);
+
+impl Execute for Results {
+    type Request = (JobId, JobOutcome);
+    type Response = Option<Finished>;
+    type Error = DbError;
+
+    async fn execute(
+        &self,
+        results: &[(JobId, JobOutcome)],
+    ) -> Result<Vec<Option<Finished>>, DbError> {
+        let mut client = self.0.get().await?;
+        let tx = client.transaction().await?;
+        db::join_by_key(&tx).await?;
+        let finished = db::jobs::finish_many(&tx, results).await?;
+        tx.commit().await?;
+        Ok(finished)
+    }
+}
