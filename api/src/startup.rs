@@ -8,6 +8,7 @@ use moderation_shared::{db, queue::JobQueue, redis_conn::RedisConn, telemetry};
 use crate::{
     auth::{self, Authenticator},
     error::{self, ApiError},
+    intake::Intake,
     limits::{in_flight::InFlight, Limiter},
     middleware, openapi, routes,
     settings::ApiSettings,
@@ -40,10 +41,12 @@ impl Application {
         if settings.url_guard.allows_private() {
             tracing::warn!("APP_ALLOW_PRIVATE_URLS is on: URLs may reach private addresses (development and tests only)");
         }
+        let queue = JobQueue::new(redis.clone());
         let state = web::Data::new(AppState {
             auth: Authenticator::new(pool.clone(), settings.auth_cache_ttl),
+            intake: Intake::start(pool.clone(), queue.clone()),
             pool,
-            queue: JobQueue::new(redis.clone()),
+            queue,
             limiter: Limiter::new(redis.clone(), settings.limits.clone()),
             in_flight: InFlight::new(settings.limits.auth_concurrency),
             trusted_proxies: settings.trusted_proxies.clone(),

@@ -9,6 +9,7 @@ use moderation_shared::{
 use crate::{
     auth::Authenticator,
     client_ip::TrustedProxies,
+    intake::Intake,
     limits::{in_flight::InFlight, Limiter},
 };
 
@@ -22,6 +23,8 @@ pub struct AppState {
     pub auth: Authenticator,
     /// The producer side of the job queue.
     pub queue: JobQueue,
+    /// Persists and enqueues submissions, batched.
+    pub intake: Intake,
     /// Checks submitted URLs.
     pub url_guard: UrlGuard,
     /// Opens and seals webhook signing secrets.

@@ -2,7 +2,8 @@
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use moderation_shared::{
-    db::jobs::{self, NewJob},
+    batch::BatchError,
+    db::jobs::NewJob,
     domain::{JobId, Modality},
     url_guard::{UrlError, UrlUse},
 };
@@ -21,6 +22,7 @@ use utoipa::{
 use crate::{
     auth::Principal,
     error::ApiError,
+    intake::Persisted,
     multipart::{read_form, Form},
     openapi::error,
     startup::resource,
@@ -215,6 +217,7 @@ async fn prompt(
             "field \"text\" must not be empty".to_owned(),
         ));
     }
+    refuse_nul("text", &text)?;
     let webhook_url = webhook_url(&state, &mut form).await?;
     submit(
         &state,
@@ -274,6 +277,9 @@ async fn chat(
         return Err(ApiError::InvalidRequest(format!(
             "\"messages\" must hold 1 to {MAX_CHAT_MESSAGES} messages"
         )));
+    }
+    for message in &messages {
+        refuse_nul("messages", &message.content)?;
     }
     let content = messages
         .iter()
@@ -347,6 +353,16 @@ async fn webhook_url(state: &AppState, form: &mut Form) -> Result<Option<String>
     Ok(Some(checked.url.to_string()))
 }
 
+/// Text with a NUL character, which no text column can hold (and no model needs), is refused.
+fn refuse_nul(field: &str, value: &str) -> Result<(), ApiError> {
+    if value.contains('\0') {
+        return Err(ApiError::InvalidRequest(format!(
+            "field {field:?} must not contain NUL characters"
+        )));
+    }
+    Ok(())
+}
+
 fn url_refused(field: &str, err: &UrlError) -> ApiError {
     ApiError::InvalidRequest(format!("field {field:?}: {err}"))
 }
@@ -359,41 +375,30 @@ async fn submit(
     submission: Submission,
 ) -> Result<HttpResponse, ApiError> {
     let id = JobId::new();
-    {
-        // The connection goes back to the pool before the Redis round trip.
-        let client = state.pool.get().await.map_err(ApiError::unavailable)?;
-        jobs::insert(
-            &client,
-            &NewJob {
-                id,
-                account_id: principal.account_id,
-                api_key_id: Some(principal.key_id),
-                modality: submission.modality,
-                content: &submission.content,
-                messages: submission.messages.as_ref(),
-                webhook_url: submission.webhook_url.as_deref(),
-            },
-        )
-        .await?;
-    }
-    if let Err(err) = state.queue.enqueue(submission.modality, id).await {
-        match state.pool.get().await {
-            Ok(client) => {
-                if let Err(mark) = jobs::mark_not_enqueued(&client, id).await {
-                    tracing::warn!(job_id = %id, error = %mark, "Could not mark a job as not enqueued; the relay still finds it");
-                }
-            }
-            Err(e) => {
-                tracing::warn!(job_id = %id, error = %e, "Could not mark a job as not enqueued; the relay still finds it");
-            }
-        }
-        return Err(ApiError::ServiceUnavailable {
+    let persisted = state
+        .intake
+        .submit(NewJob {
+            id,
+            account_id: principal.account_id,
+            api_key_id: Some(principal.key_id),
+            modality: submission.modality,
+            content: submission.content,
+            messages: submission.messages,
+            webhook_url: submission.webhook_url,
+        })
+        .await
+        .map_err(|err| match err {
+            BatchError::Failed(err) => ApiError::from(err),
+            stopped @ BatchError::Stopped => ApiError::unavailable(stopped),
+        })?;
+    match persisted {
+        Persisted::Queued => Ok(HttpResponse::Accepted().json(Accepted {
+            job_id: id,
+            status: "queued",
+        })),
+        Persisted::NotQueued => Err(ApiError::ServiceUnavailable {
             job_id: Some(id.0),
-            source: Some(err.into()),
-        });
+            source: None,
+        }),
     }
-    Ok(HttpResponse::Accepted().json(Accepted {
-        job_id: id,
-        status: "queued",
-    }))
 }

@@ -102,8 +102,8 @@ impl Job {
 }
 
 /// A submission to persist.
-#[derive(Debug)]
-pub struct NewJob<'a> {
+#[derive(Debug, Clone)]
+pub struct NewJob {
     /// The job's id (chosen by the caller so it can be enqueued by id).
     pub id: JobId,
     /// The owning account.
@@ -113,49 +113,54 @@ pub struct NewJob<'a> {
     /// The modality (its queue).
     pub modality: Modality,
     /// The text (a chat as `role: content` lines) or the media URL.
-    pub content: &'a str,
+    pub content: String,
     /// A chat's messages as submitted.
-    pub messages: Option<&'a serde_json::Value>,
+    pub messages: Option<serde_json::Value>,
     /// The per-request callback URL.
-    pub webhook_url: Option<&'a str>,
+    pub webhook_url: Option<String>,
 }
 
-/// Inserts a queued job, marked as enqueued now (the caller enqueues next and calls
-/// [`mark_not_enqueued`] if that fails). Returns its creation time.
-pub async fn insert(
-    client: &impl GenericClient,
-    job: &NewJob<'_>,
-) -> Result<OffsetDateTime, DbError> {
+/// Inserts queued jobs in one statement, each marked as enqueued now (the caller enqueues
+/// next and calls [`mark_not_enqueued`] for those whose enqueue failed).
+pub async fn insert_many(client: &impl GenericClient, jobs: &[NewJob]) -> Result<(), DbError> {
+    let ids: Vec<uuid::Uuid> = jobs.iter().map(|j| j.id.0).collect();
+    let accounts: Vec<uuid::Uuid> = jobs.iter().map(|j| j.account_id.0).collect();
+    let keys: Vec<Option<uuid::Uuid>> = jobs.iter().map(|j| j.api_key_id.map(|k| k.0)).collect();
+    let types: Vec<&str> = jobs.iter().map(|j| j.modality.as_str()).collect();
+    let contents: Vec<&str> = jobs.iter().map(|j| j.content.as_str()).collect();
+    let messages: Vec<Option<&serde_json::Value>> =
+        jobs.iter().map(|j| j.messages.as_ref()).collect();
+    let webhooks: Vec<Option<&str>> = jobs.iter().map(|j| j.webhook_url.as_deref()).collect();
     let stmt = client
         .prepare_cached(
             "INSERT INTO jobs (id, account_id, api_key_id, type, content, messages, webhook_url, \
                                enqueued_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, now()) RETURNING created_at",
+             SELECT id, account_id, api_key_id, type, content, messages, webhook_url, now() \
+             FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], \
+                         $6::jsonb[], $7::text[]) \
+                  AS j(id, account_id, api_key_id, type, content, messages, webhook_url)",
         )
         .await?;
-    let row = client
-        .query_one(
+    client
+        .execute(
             &stmt,
             &[
-                &job.id.0,
-                &job.account_id.0,
-                &job.api_key_id.map(|k| k.0),
-                &job.modality.as_str(),
-                &job.content,
-                &job.messages,
-                &job.webhook_url,
+                &ids, &accounts, &keys, &types, &contents, &messages, &webhooks,
             ],
         )
         .await?;
-    Ok(row.get(0))
+    Ok(())
 }
 
-/// Records that a job's enqueue failed, so the relay picks it up first.
-pub async fn mark_not_enqueued(client: &impl GenericClient, id: JobId) -> Result<(), DbError> {
+/// Records that the enqueue of jobs `ids` failed, so the relay picks them up first.
+pub async fn mark_not_enqueued(client: &impl GenericClient, ids: &[JobId]) -> Result<(), DbError> {
+    let ids: Vec<uuid::Uuid> = ids.iter().map(|id| id.0).collect();
     let stmt = client
-        .prepare_cached("UPDATE jobs SET enqueued_at = NULL WHERE id = $1 AND status = 'queued'")
+        .prepare_cached(
+            "UPDATE jobs SET enqueued_at = NULL WHERE id = ANY($1) AND status = 'queued'",
+        )
         .await?;
-    client.execute(&stmt, &[&id.0]).await?;
+    client.execute(&stmt, &[&ids]).await?;
     Ok(())
 }
 

@@ -408,3 +408,73 @@ async fn a_submission_during_a_redis_outage_keeps_the_job_and_answers_503_with_i
     assert_eq!(row.get::<_, &str>("status"), "queued");
     assert!(!row.get::<_, bool>("enqueued"), "marked for the relay");
 }
+
+#[tokio::test]
+async fn concurrent_submissions_are_each_stored_once_with_their_own_content_and_enqueued() {
+    let app = spawn_app().await;
+    let key = app.account_with_key(None).await;
+    app.lift_rate_limit(key.account).await;
+    let texts: Vec<String> = (0..30).map(|i| format!("prompt number {i}")).collect();
+
+    let prompts = futures_util::future::join_all(
+        texts
+            .iter()
+            .map(|text| app.submit("prompt", &key, text_form("text", text.clone()))),
+    );
+    let images = futures_util::future::join_all(
+        (0..10).map(|_| app.submit("image", &key, text_form("image", PUBLIC_IMAGE))),
+    );
+    let (prompts, images) = tokio::join!(prompts, images);
+
+    let mut ids = std::collections::HashSet::new();
+    for (text, response) in texts.iter().zip(prompts) {
+        assert_eq!(response.status(), 202);
+        let body: Value = response.json().await.unwrap();
+        let id: uuid::Uuid = body["job_id"].as_str().unwrap().parse().unwrap();
+        let row = stored(&app, id).await;
+        assert_eq!(row.get::<_, &str>("type"), "text");
+        assert_eq!(row.get::<_, &str>("content"), text);
+        assert!(row.get::<_, bool>("enqueued"));
+        assert!(ids.insert(id));
+    }
+    for response in images {
+        assert_eq!(response.status(), 202);
+        let body: Value = response.json().await.unwrap();
+        let id: uuid::Uuid = body["job_id"].as_str().unwrap().parse().unwrap();
+        assert_eq!(stored(&app, id).await.get::<_, &str>("type"), "image");
+        assert!(ids.insert(id));
+    }
+    assert_eq!(stream_len(&app, Modality::Text).await, 30);
+    assert_eq!(stream_len(&app, Modality::Image).await, 10);
+}
+
+#[tokio::test]
+async fn a_nul_character_in_a_prompt_or_a_chat_is_400_and_nothing_is_stored() {
+    let app = spawn_app().await;
+    let key = app.account_with_key(None).await;
+
+    let prompt = app
+        .submit("prompt", &key, text_form("text", "before\0after"))
+        .await;
+    let chat = app
+        .submit(
+            "chat",
+            &key,
+            text_form(
+                "messages",
+                json!([{"role": "user", "content": "before\u{0}after"}]).to_string(),
+            ),
+        )
+        .await;
+
+    assert_error(prompt, 400, "INVALID_REQUEST").await;
+    assert_error(chat, 400, "INVALID_REQUEST").await;
+    let client = app.db.pool.get().await.unwrap();
+    let jobs: i64 = client
+        .query_one("SELECT count(*) FROM jobs", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(jobs, 0);
+    assert_eq!(stream_len(&app, Modality::Text).await, 0);
+}
