@@ -74,8 +74,10 @@ psql "$DB" -qc "TRUNCATE jobs CASCADE"
 PACED_DELAY_MS=${PACED_DELAY_MS:-$(( 16000 / (sat_rate > 0 ? sat_rate : 1) ))}
 log "below saturation: wrk 8 connections, ${PACED_DELAY_MS} ms between requests, ${DURATION}s"
 write_script "$PACED_DELAY_MS"
-wrk -t2 -c8 -d"${DURATION}s" --timeout 5s -s "$WORK/submit.lua" \
+wrk -t2 -c8 -d"${DURATION}s" --timeout 5s --latency -s "$WORK/submit.lua" \
   "http://127.0.0.1:$PORT/api/v1/moderate/prompt" > "$WORK/paced.out"
+http_p50=$(awk '$1 == "50%" {print $2}' "$WORK/paced.out")
+http_p99=$(awk '$1 == "99%" {print $2}' "$WORK/paced.out")
 drain
 read -r paced_jobs paced_rate p50 p99 < <(psql "$DB" -qAtF' ' -c "
   SELECT count(*),
@@ -87,6 +89,7 @@ read -r paced_jobs paced_rate p50 p99 < <(psql "$DB" -qAtF' ' -c "
 cat <<OUT
 e2e saturation: ${sat_rate} completed text jobs/s (${sat_jobs} jobs, ${sat_failed} not completed)   (target >= 2000)
 e2e below saturation: ${paced_rate} jobs/s offered, submit-to-completed p50 ${p50} ms, p99 ${p99} ms   (target p50 <= 50)
+e2e below saturation: the submission's HTTP round trip p50 ${http_p50}, p99 ${http_p99}
 api peak RSS: $(( $(peak_rss_kb "$API") / 1024 )) MB, worker peak RSS: $(( $(peak_rss_kb "$WORKER") / 1024 )) MB
 OUT
 rm -rf "$WORK"

@@ -83,7 +83,7 @@ impl TestApp {
         .expect("insert job");
         let id = Uuid::now_v7();
         deliveries::insert_many(
-            &tx,
+            &*tx,
             &[NewDelivery {
                 id,
                 job_id: job,

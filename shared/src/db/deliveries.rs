@@ -9,7 +9,9 @@ use std::time::Duration;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::{DbError, GenericClient};
+use tokio_postgres::types::Type;
+
+use super::{BatchClient, DbError, GenericClient};
 use crate::domain::{AccountId, JobId};
 
 /// The channel a new delivery is announced on.
@@ -34,38 +36,41 @@ pub struct NewDelivery {
 }
 
 /// Stores deliveries (one per job: a delivery for a job that has one already is skipped) and
-/// wakes the dispatchers when the transaction commits. Returns how many were new.
+/// wakes the dispatchers when the transaction commits, in one statement.
 pub async fn insert_many(
-    client: &impl GenericClient,
+    client: &impl BatchClient,
     deliveries: &[NewDelivery],
-) -> Result<u64, DbError> {
+) -> Result<(), DbError> {
     if deliveries.is_empty() {
-        return Ok(0);
+        return Ok(());
     }
     let ids: Vec<Uuid> = deliveries.iter().map(|d| d.id).collect();
     let jobs: Vec<Uuid> = deliveries.iter().map(|d| d.job_id.0).collect();
     let accounts: Vec<Uuid> = deliveries.iter().map(|d| d.account_id.0).collect();
     let targets: Vec<&str> = deliveries.iter().map(|d| d.target_url.as_str()).collect();
     let bodies: Vec<&[u8]> = deliveries.iter().map(|d| d.body.as_slice()).collect();
-    let stmt = client
-        .prepare_cached(
-            "INSERT INTO deliveries (id, job_id, account_id, target_url, body, scheduled_at, \
-                                     next_attempt_at) \
-             SELECT id, job_id, account_id, target_url, body, now(), now() \
-             FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::bytea[]) \
-                  AS d(id, job_id, account_id, target_url, body) \
-             ON CONFLICT (job_id) DO NOTHING",
+    client
+        .query_typed(
+            "WITH new AS ( \
+                 INSERT INTO deliveries (id, job_id, account_id, target_url, body, scheduled_at, \
+                                         next_attempt_at) \
+                 SELECT id, job_id, account_id, target_url, body, now(), now() \
+                 FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::bytea[]) \
+                      AS d(id, job_id, account_id, target_url, body) \
+                 ON CONFLICT (job_id) DO NOTHING \
+                 RETURNING 1) \
+             SELECT pg_notify($6, '') WHERE EXISTS (SELECT FROM new)",
+            &[
+                (&ids, Type::UUID_ARRAY),
+                (&jobs, Type::UUID_ARRAY),
+                (&accounts, Type::UUID_ARRAY),
+                (&targets, Type::TEXT_ARRAY),
+                (&bodies, Type::BYTEA_ARRAY),
+                (&CHANNEL, Type::TEXT),
+            ],
         )
         .await?;
-    let inserted = client
-        .execute(&stmt, &[&ids, &jobs, &accounts, &targets, &bodies])
-        .await?;
-    if inserted > 0 {
-        client
-            .execute("SELECT pg_notify($1, '')", &[&CHANNEL])
-            .await?;
-    }
-    Ok(inserted)
+    Ok(())
 }
 
 /// A claimed attempt.

@@ -1,9 +1,9 @@
 //! The `jobs` table.
 
 use time::OffsetDateTime;
-use tokio_postgres::Row;
+use tokio_postgres::{types::Type, Row};
 
-use super::{deliveries::NewDelivery, DbError, GenericClient};
+use super::{deliveries::NewDelivery, BatchClient, DbError, GenericClient};
 use crate::{
     domain::{AccountId, ApiKeyId, JobId, Modality},
     payload::JobOutcome,
@@ -225,15 +225,15 @@ pub struct Finished {
 /// its delivery land together or not at all. One answer per result, in order: `None` when the
 /// job had already ended (a job run twice completes once, also when both runs are in one call).
 pub async fn finish_many(
-    client: &impl GenericClient,
+    client: &impl BatchClient,
     results: &[(JobId, JobOutcome)],
 ) -> Result<Vec<Option<Finished>>, DbError> {
     let mut columns = FinishColumns::default();
     for (id, outcome) in results {
         columns.push(*id, outcome);
     }
-    let stmt = client
-        .prepare_cached(
+    let rows = client
+        .query_typed(
             "UPDATE jobs SET status = r.status, stage = r.stage, is_prohibited = r.prohibited, \
                     reason = r.reason, categories = r.categories, nsfw_checked = r.nsfw, \
                     error_code = r.code, error_message = r.message, \
@@ -247,21 +247,16 @@ pub async fn finish_many(
                        coalesce(jobs.webhook_url, \
                                 (SELECT url FROM webhook_endpoints e \
                                  WHERE e.account_id = jobs.account_id)) AS target",
-        )
-        .await?;
-    let rows = client
-        .query(
-            &stmt,
             &[
-                &columns.ids,
-                &columns.statuses,
-                &columns.stages,
-                &columns.prohibited,
-                &columns.reasons,
-                &columns.categories,
-                &columns.nsfw,
-                &columns.codes,
-                &columns.messages,
+                (&columns.ids, Type::UUID_ARRAY),
+                (&columns.statuses, Type::TEXT_ARRAY),
+                (&columns.stages, Type::TEXT_ARRAY),
+                (&columns.prohibited, Type::BOOL_ARRAY),
+                (&columns.reasons, Type::TEXT_ARRAY),
+                (&columns.categories, Type::JSONB_ARRAY),
+                (&columns.nsfw, Type::BOOL_ARRAY),
+                (&columns.codes, Type::TEXT_ARRAY),
+                (&columns.messages, Type::TEXT_ARRAY),
             ],
         )
         .await?;
@@ -397,15 +392,15 @@ pub struct ClaimRequest {
 /// and so is every request for a job but the first when one call asks for a job twice. One
 /// answer per request, in order.
 pub async fn claim_many(
-    client: &impl GenericClient,
+    client: &impl BatchClient,
     requests: &[ClaimRequest],
     max_tries: i32,
 ) -> Result<Vec<Claim>, DbError> {
     let ids: Vec<uuid::Uuid> = requests.iter().map(|r| r.id.0).collect();
     let redeliveries: Vec<bool> = requests.iter().map(|r| r.redelivery).collect();
     let stages: Vec<&str> = requests.iter().map(|r| r.first_stage).collect();
-    let stmt = client
-        .prepare_cached(
+    let rows = client
+        .query_typed(
             "UPDATE jobs SET
                  status = CASE WHEN attempts >= $1 THEN 'failed' ELSE 'processing' END,
                  stage = CASE WHEN attempts >= $1 THEN 'failed' ELSE r.stage END,
@@ -423,10 +418,13 @@ pub async fn claim_many(
                AND (jobs.status = 'queued' OR (jobs.status = 'processing' AND r.redelivery))
              RETURNING r.ord, jobs.status, jobs.account_id, jobs.content, jobs.messages,
                        jobs.attempts, a.nsfw_check, a.policy_version",
+            &[
+                (&max_tries, Type::INT4),
+                (&ids, Type::UUID_ARRAY),
+                (&redeliveries, Type::BOOL_ARRAY),
+                (&stages, Type::TEXT_ARRAY),
+            ],
         )
-        .await?;
-    let rows = client
-        .query(&stmt, &[&max_tries, &ids, &redeliveries, &stages])
         .await?;
     let mut claims = vec![Claim::Duplicate; requests.len()];
     for row in rows {

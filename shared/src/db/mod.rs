@@ -2,11 +2,21 @@
 //!
 //! Table functions take any [`GenericClient`], so they work on a pooled connection or inside a
 //! transaction, and they use `prepare_cached`.
+//!
+//! The batch statements (many rows by key, from arrays: `... FROM unnest($1::uuid[]) r WHERE
+//! t.id = r.id`) are the exception: they take a [`BatchClient`] and go out as unnamed
+//! statements, so Postgres plans each for its own batch and table. A cached generic plan is
+//! made once, from statistics that lag far behind a table growing by thousands of rows a
+//! second; for these joins it went stale into hashing the batch and scanning the whole table
+//! every time.
 
 use std::time::Duration;
 
 pub use deadpool_postgres::{GenericClient, Pool};
 use deadpool_postgres::{Manager, ManagerConfig, RecyclingMethod, Runtime};
+/// A connection or transaction that sends statements unnamed (see the module documentation):
+/// `&**pooled` or `&*transaction`.
+pub use tokio_postgres::GenericClient as BatchClient;
 use tokio_postgres::NoTls;
 
 use crate::config::{ConfigError, DatabaseSettings};
@@ -82,15 +92,4 @@ pub async fn migrate(pool: &Pool) -> Result<Vec<i32>, DbError> {
         .iter()
         .map(|m| m.version())
         .collect())
-}
-
-/// Makes the rest of transaction `tx` join only by nested loops, so a batch statement that
-/// touches rows by key (`... FROM unnest($1::uuid[]) r WHERE t.id = r.id`) probes the primary
-/// key once per row. Left to itself the planner judges by statistics, which lag far behind a
-/// table that grows by thousands of rows a second: it then hashes the batch and scans the whole
-/// table for every batch.
-pub async fn join_by_key(tx: &deadpool_postgres::Transaction<'_>) -> Result<(), DbError> {
-    tx.batch_execute("SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off")
-        .await?;
-    Ok(())
 }

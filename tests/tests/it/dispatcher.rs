@@ -432,7 +432,7 @@ async fn finish(app: &TestApp, job: uuid::Uuid) -> Option<moderation_shared::db:
         nsfw_checked: None,
     };
     let mut finished = moderation_shared::db::jobs::finish_many(
-        &tx,
+        &*tx,
         &[(moderation_shared::domain::JobId(job), outcome)],
     )
     .await
@@ -572,9 +572,13 @@ async fn one_batch_naming_a_job_twice_claims_and_finishes_it_once_and_answers_in
         first_stage: "classifying",
     };
 
-    let claims = claim_many(&client, &[request(twice), request(once), request(twice)], 5)
-        .await
-        .unwrap();
+    let claims = claim_many(
+        &**client,
+        &[request(twice), request(once), request(twice)],
+        5,
+    )
+    .await
+    .unwrap();
     let claimed: Vec<Option<JobId>> = claims
         .iter()
         .map(|c| match c {
@@ -597,7 +601,7 @@ async fn one_batch_naming_a_job_twice_claims_and_finishes_it_once_and_answers_in
     };
     let tx = client.transaction().await.unwrap();
     let finished = finish_many(
-        &tx,
+        &*tx,
         &[
             (twice, passed.clone()),
             (once, passed.clone()),

@@ -67,12 +67,8 @@ impl Execute for Claims {
     type Error = DbError;
 
     async fn execute(&self, requests: &[ClaimRequest]) -> Result<Vec<Claim>, DbError> {
-        let mut client = self.0.get().await?;
-        let tx = client.transaction().await?;
-        db::join_by_key(&tx).await?;
-        let claims = db::jobs::claim_many(&tx, requests, MAX_TRIES).await?;
-        tx.commit().await?;
-        Ok(claims)
+        let client = self.0.get().await?;
+        db::jobs::claim_many(&**client, requests, MAX_TRIES).await
     }
 }
 
@@ -89,8 +85,7 @@ impl Execute for Results {
     ) -> Result<Vec<Option<Finished>>, DbError> {
         let mut client = self.0.get().await?;
         let tx = client.transaction().await?;
-        db::join_by_key(&tx).await?;
-        let finished = db::jobs::finish_many(&tx, results).await?;
+        let finished = db::jobs::finish_many(&*tx, results).await?;
         tx.commit().await?;
         Ok(finished)
     }
