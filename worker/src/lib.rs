@@ -17,7 +17,7 @@ use std::{
 use apalis::layers::WorkerBuilderExt;
 use apalis_core::{monitor::Monitor, worker::builder::WorkerBuilder, worker::event::Event};
 use moderation_shared::{
-    db::Pool,
+    db::{self, Pool},
     queue::{relay::Relay, JobQueue, StreamBackend},
     redis_conn::RedisConn,
     runtime::{self, MetricsListener, StartupError},
@@ -68,6 +68,8 @@ pub struct Worker {
     settings: WorkerSettings,
     metrics: MetricsListener,
     pool: Pool,
+    /// Claims' connections (see [`JobStore`]).
+    unflushed: Pool,
     redis: RedisConn,
     pipeline: Arc<Pipeline>,
     stats: WorkerStats,
@@ -77,6 +79,7 @@ impl Worker {
     /// Connects to Postgres and Redis and binds the metrics port.
     pub async fn build(settings: WorkerSettings) -> Result<Self, StartupError> {
         let (pool, redis) = runtime::connect(&settings.database, &settings.redis).await?;
+        let unflushed = db::unflushed_pool(&settings.database, jobs::store::IN_FLIGHT)?;
         let metrics = MetricsListener::bind(settings.metrics_addr).await?;
         let pipeline = Arc::new(Pipeline::build(&settings, pool.clone())?);
         if settings.url_guard.allows_private() {
@@ -91,6 +94,7 @@ impl Worker {
             settings,
             metrics,
             pool,
+            unflushed,
             redis,
             pipeline,
             stats: WorkerStats::default(),
@@ -139,7 +143,7 @@ impl Worker {
     fn monitor(&self, queue: JobQueue) -> Monitor {
         let ctx = JobContext {
             pool: self.pool.clone(),
-            store: JobStore::start(self.pool.clone()),
+            store: JobStore::start(self.pool.clone(), self.unflushed.clone()),
             queue: queue.clone(),
             pipeline: self.pipeline.clone(),
         };

@@ -53,6 +53,23 @@ pub enum DbError {
 /// Builds the connection pool. Connections are opened lazily, so this succeeds while Postgres
 /// is down; callers see [`DbError::Pool`] until it is back.
 pub fn pool(settings: &DatabaseSettings) -> Result<Pool, ConfigError> {
+    build_pool(settings, settings.pool_size, None)
+}
+
+/// A pool of `size` connections whose commits do not wait for the write-ahead log to reach
+/// disk (`synchronous_commit = off`): a crash may lose their last fraction of a second of
+/// commits, never corrupt anything. Use it only for writes whose loss a later synchronous
+/// commit cannot outlive: the log is flushed in order, so a write is lost only together with
+/// everything committed after it.
+pub fn unflushed_pool(settings: &DatabaseSettings, size: usize) -> Result<Pool, ConfigError> {
+    build_pool(settings, size, Some("-c synchronous_commit=off"))
+}
+
+fn build_pool(
+    settings: &DatabaseSettings,
+    size: usize,
+    options: Option<&str>,
+) -> Result<Pool, ConfigError> {
     let mut pg: tokio_postgres::Config = settings
         .url
         .expose()
@@ -62,6 +79,13 @@ pub fn pool(settings: &DatabaseSettings) -> Result<Pool, ConfigError> {
     if pg.get_application_name().is_none() {
         pg.application_name("moderation");
     }
+    if let Some(options) = options {
+        let merged = match pg.get_options() {
+            Some(given) => format!("{given} {options}"),
+            None => options.to_owned(),
+        };
+        pg.options(merged);
+    }
     let manager = Manager::from_config(
         pg,
         NoTls,
@@ -70,7 +94,7 @@ pub fn pool(settings: &DatabaseSettings) -> Result<Pool, ConfigError> {
         },
     );
     Pool::builder(manager)
-        .max_size(settings.pool_size)
+        .max_size(size.max(1))
         .wait_timeout(Some(settings.acquire_timeout))
         .create_timeout(Some(Duration::from_secs(3)))
         .recycle_timeout(Some(Duration::from_secs(3)))

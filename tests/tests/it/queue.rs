@@ -418,3 +418,36 @@ async fn the_relay_enqueues_a_missing_job_once_and_one_relay_runs_a_round() {
     let depth = queue.depth(TEXT, Duration::from_secs(15)).await.unwrap();
     assert_eq!(depth.waiting, 9);
 }
+
+#[tokio::test]
+async fn claims_commit_without_waiting_for_the_disk_and_everything_else_waits() {
+    use moderation_shared::{
+        config::{DatabaseSettings, Secret},
+        db,
+    };
+    let app = spawn_app().await;
+    let with_options = DatabaseSettings {
+        url: Secret::new(format!(
+            "{}?options=-c%20statement_timeout%3D4321",
+            app.db.settings.url.expose()
+        )),
+        ..app.db.settings.clone()
+    };
+    let show = |pool: db::Pool| async move {
+        let client = pool.get().await.unwrap();
+        let row = client
+            .query_one(
+                "SELECT current_setting('synchronous_commit'), current_setting('statement_timeout')",
+                &[],
+            )
+            .await
+            .unwrap();
+        (row.get::<_, String>(0), row.get::<_, String>(1))
+    };
+
+    let unflushed = show(db::unflushed_pool(&with_options, 2).unwrap()).await;
+    let flushed = show(db::pool(&with_options).unwrap()).await;
+
+    assert_eq!(unflushed, ("off".to_owned(), "4321ms".to_owned()));
+    assert_eq!(flushed, ("on".to_owned(), "4321ms".to_owned()));
+}
