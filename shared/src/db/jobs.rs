@@ -369,7 +369,7 @@ pub struct ClaimedJob {
 pub enum Claim {
     /// The job moved to `processing` with one more attempt.
     Claimed(ClaimedJob),
-    /// The job had used all `max_tries` and is now `failed` with `INTERNAL`.
+    /// The job had used all `max_tries`: end it as failed with `INTERNAL`.
     Exhausted,
     /// The job was already taken or finished: a duplicate delivery.
     Duplicate,
@@ -387,10 +387,11 @@ pub struct ClaimRequest {
 }
 
 /// Claims each requested job: a queued job (or, on a redelivery, one a lost worker left
-/// `processing`) moves to `processing` in its first stage with one more attempt, or to
-/// `failed` with `INTERNAL` when it has had `max_tries` already. Anything else is a duplicate,
-/// and so is every request for a job but the first when one call asks for a job twice. One
-/// answer per request, in order.
+/// `processing`) moves to `processing` in its first stage with one more attempt. One that has
+/// had `max_tries` already is left as it is and answered [`Claim::Exhausted`]: the caller ends
+/// it with [`finish_many`], so its failure is delivered like any other. Anything else is a
+/// duplicate, and so is every request for a job but the first when one call asks for a job
+/// twice. One answer per request, in order.
 pub async fn claim_many(
     client: &impl BatchClient,
     requests: &[ClaimRequest],
@@ -401,23 +402,15 @@ pub async fn claim_many(
     let stages: Vec<&str> = requests.iter().map(|r| r.first_stage).collect();
     let rows = client
         .query_typed(
-            "UPDATE jobs SET
-                 status = CASE WHEN attempts >= $1 THEN 'failed' ELSE 'processing' END,
-                 stage = CASE WHEN attempts >= $1 THEN 'failed' ELSE r.stage END,
-                 attempts = CASE WHEN attempts >= $1 THEN attempts ELSE attempts + 1 END,
-                 error_code = CASE WHEN attempts >= $1 THEN 'INTERNAL' ELSE error_code END,
-                 error_message = CASE WHEN attempts >= $1
-                     THEN 'The job did not complete after ' || $1 || ' tries.'
-                     ELSE error_message END,
-                 completed_at = CASE WHEN attempts >= $1 THEN now() ELSE completed_at END,
-                 updated_at = now()
+            "UPDATE jobs SET status = 'processing', stage = r.stage, attempts = attempts + 1,
+                             updated_at = now()
              FROM unnest($2::uuid[], $3::bool[], $4::text[])
                       WITH ORDINALITY AS r(id, redelivery, stage, ord),
                   accounts a
-             WHERE jobs.id = r.id AND a.id = jobs.account_id
+             WHERE jobs.id = r.id AND a.id = jobs.account_id AND jobs.attempts < $1
                AND (jobs.status = 'queued' OR (jobs.status = 'processing' AND r.redelivery))
-             RETURNING r.ord, jobs.status, jobs.account_id, jobs.content, jobs.messages,
-                       jobs.attempts, a.nsfw_check, a.policy_version",
+             RETURNING r.ord, jobs.account_id, jobs.content, jobs.messages, jobs.attempts,
+                       a.nsfw_check, a.policy_version",
             &[
                 (&max_tries, Type::INT4),
                 (&ids, Type::UUID_ARRAY),
@@ -431,19 +424,53 @@ pub async fn claim_many(
         let Some(index) = ordinal(row.get("ord"), requests.len()) else {
             continue;
         };
-        claims[index] = if row.get::<_, &str>("status") == "failed" {
-            Claim::Exhausted
-        } else {
-            Claim::Claimed(ClaimedJob {
-                id: requests[index].id,
-                account_id: AccountId(row.get("account_id")),
-                content: row.get("content"),
-                messages: row.get("messages"),
-                attempts: row.get("attempts"),
-                nsfw_check: row.get("nsfw_check"),
-                policy_version: row.get("policy_version"),
-            })
+        claims[index] = Claim::Claimed(ClaimedJob {
+            id: requests[index].id,
+            account_id: AccountId(row.get("account_id")),
+            content: row.get("content"),
+            messages: row.get("messages"),
+            attempts: row.get("attempts"),
+            nsfw_check: row.get("nsfw_check"),
+            policy_version: row.get("policy_version"),
+        });
+    }
+    let unanswered: Vec<usize> = (0..requests.len())
+        .filter(|&i| matches!(claims[i], Claim::Duplicate))
+        .collect();
+    if unanswered.is_empty() {
+        return Ok(claims);
+    }
+    // Rare (duplicates and jobs out of tries): which of the rest are out of tries.
+    let ids: Vec<uuid::Uuid> = unanswered.iter().map(|&i| requests[i].id.0).collect();
+    let redeliveries: Vec<bool> = unanswered.iter().map(|&i| requests[i].redelivery).collect();
+    let exhausted = client
+        .query_typed(
+            "SELECT r.ord FROM unnest($2::uuid[], $3::bool[]) WITH ORDINALITY AS r(id, redelivery, ord)
+             JOIN LATERAL (SELECT status, attempts FROM jobs WHERE jobs.id = r.id) j ON true
+             WHERE j.attempts >= $1
+               AND (j.status = 'queued' OR (j.status = 'processing' AND r.redelivery))",
+            &[
+                (&max_tries, Type::INT4),
+                (&ids, Type::UUID_ARRAY),
+                (&redeliveries, Type::BOOL_ARRAY),
+            ],
+        )
+        .await?;
+    // A job claimed in this call, or named twice, is answered once.
+    let mut seen: std::collections::HashSet<JobId> = claims
+        .iter()
+        .filter_map(|c| match c {
+            Claim::Claimed(job) => Some(job.id),
+            _ => None,
+        })
+        .collect();
+    for row in exhausted {
+        let Some(index) = ordinal(row.get("ord"), unanswered.len()).map(|i| unanswered[i]) else {
+            continue;
         };
+        if seen.insert(requests[index].id) {
+            claims[index] = Claim::Exhausted;
+        }
     }
     Ok(claims)
 }

@@ -618,3 +618,66 @@ async fn one_batch_naming_a_job_twice_claims_and_finishes_it_once_and_answers_in
         assert_eq!(app.deliveries_of(job.0).await, 1);
     }
 }
+
+#[tokio::test]
+async fn a_job_out_of_tries_is_answered_exhausted_once_and_a_job_on_its_last_try_is_claimed() {
+    use moderation_shared::{
+        db::jobs::{claim_many, Claim, ClaimRequest},
+        domain::JobId,
+    };
+    let app = spawn_app().await;
+    let key = app.account_with_key(None).await;
+    let client = app.db.pool.get().await.unwrap();
+    let last = JobId(app.submit_prompt(&key, "fourth try done").await);
+    let spent = JobId(app.submit_prompt(&key, "fifth try done").await);
+    client
+        .execute(
+            "UPDATE jobs SET attempts = CASE WHEN id = $1 THEN 4 ELSE 5 END",
+            &[&last.0],
+        )
+        .await
+        .unwrap();
+    let request = |id| ClaimRequest {
+        id,
+        redelivery: false,
+        first_stage: "classifying",
+    };
+
+    let claims = claim_many(
+        &**client,
+        &[request(last), request(spent), request(last), request(spent)],
+        5,
+    )
+    .await
+    .unwrap();
+
+    let kinds: Vec<&str> = claims
+        .iter()
+        .map(|c| match c {
+            Claim::Claimed(job) if job.id == last && job.attempts == 5 => "claimed last",
+            Claim::Claimed(_) => "claimed other",
+            Claim::Exhausted => "exhausted",
+            Claim::Duplicate => "duplicate",
+        })
+        .collect();
+    // Which of a job's two requests gets the answer is the database's choice.
+    let of = |i: usize, j: usize| {
+        let mut pair = [kinds[i], kinds[j]];
+        pair.sort_unstable();
+        pair
+    };
+    assert_eq!(of(0, 2), ["claimed last", "duplicate"]);
+    assert_eq!(of(1, 3), ["duplicate", "exhausted"]);
+    let row = client
+        .query_one(
+            "SELECT status, attempts FROM jobs WHERE id = $1",
+            &[&spent.0],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (row.get::<_, &str>(0), row.get::<_, i32>(1)),
+        ("queued", 5),
+        "an exhausted job is ended by finish, not by the claim"
+    );
+}

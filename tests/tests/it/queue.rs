@@ -301,7 +301,8 @@ async fn a_job_is_tried_a_fifth_time_but_not_a_sixth() {
     let client = app.db.pool.get().await.unwrap();
     client
         .execute(
-            "UPDATE jobs SET attempts = CASE WHEN id = $1 THEN 4 ELSE 5 END",
+            "UPDATE jobs SET attempts = CASE WHEN id = $1 THEN 4 ELSE 5 END,
+                             webhook_url = 'https://93.184.215.14/hook'",
             &[&fifth.0],
         )
         .await
@@ -321,6 +322,16 @@ async fn a_job_is_tried_a_fifth_time_but_not_a_sixth() {
         (status.as_str(), stage.as_str(), attempts, code.as_deref()),
         ("failed", "failed", 5, Some("INTERNAL"))
     );
+    // Its failure reaches the client like any other: one webhook delivery.
+    let bodies = client
+        .query("SELECT body FROM deliveries WHERE job_id = $1", &[&sixth.0])
+        .await
+        .unwrap();
+    assert_eq!(bodies.len(), 1);
+    let body: serde_json::Value = serde_json::from_slice(bodies[0].get::<_, &[u8]>(0)).unwrap();
+    assert_eq!(body["status"], "failed");
+    assert_eq!(body["error"]["code"], "INTERNAL");
+    assert_eq!(body["job_id"], sixth.0.to_string());
     assert_eq!(
         queue
             .depth(TEXT, Duration::from_secs(15))

@@ -52,7 +52,8 @@ pub enum Handled {
     Requeued,
     /// The job was already claimed or finished elsewhere: a duplicate delivery, ignored.
     Duplicate,
-    /// The job had used all its tries and is now `failed` with `INTERNAL`.
+    /// The job had used all its tries and is now `failed` with `INTERNAL` (its webhook
+    /// delivery stored).
     Exhausted,
 }
 
@@ -84,6 +85,15 @@ pub async fn handle(job: QueuedJob, ctx: Data<JobContext>) -> Result<Handled, Jo
             return Ok(Handled::Duplicate);
         }
         Claim::Exhausted => {
+            // Ended like any failure, so its webhook is delivered; only one delivery of the
+            // job gets past `finish`.
+            let failed = JobOutcome::Failed {
+                code: "INTERNAL",
+                message: format!("The job did not complete after {MAX_TRIES} tries."),
+            };
+            if ctx.store.finish(job.job_id, failed).await?.is_none() {
+                return Ok(Handled::Duplicate);
+            }
             tracing::warn!(job_id = %job.job_id, "Job failed after its last try");
             count(job.modality, "exhausted");
             if let Err(err) = ctx.queue.record_dead(job.modality, job.job_id).await {
