@@ -550,7 +550,7 @@ async fn a_job_finished_twice_completes_once_with_one_delivery() {
 #[tokio::test]
 async fn one_batch_naming_a_job_twice_claims_and_finishes_it_once_and_answers_in_order() {
     use moderation_shared::{
-        db::jobs::{claim_many, finish_many, Claim, ClaimRequest},
+        db::jobs::{finish_many, Claim},
         domain::JobId,
         payload::JobOutcome,
     };
@@ -566,19 +566,8 @@ async fn one_batch_naming_a_job_twice_claims_and_finishes_it_once_and_answers_in
         .unwrap();
     let twice = JobId(app.submit_prompt(&key, "hello").await);
     let once = JobId(app.submit_prompt(&key, "world").await);
-    let request = |id| ClaimRequest {
-        id,
-        redelivery: false,
-        first_stage: "classifying",
-    };
 
-    let claims = claim_many(
-        &**client,
-        &[request(twice), request(once), request(twice)],
-        5,
-    )
-    .await
-    .unwrap();
+    let claims = claim(&client, &[twice, once, twice]).await;
     let claimed: Vec<Option<JobId>> = claims
         .iter()
         .map(|c| match c {
@@ -621,10 +610,7 @@ async fn one_batch_naming_a_job_twice_claims_and_finishes_it_once_and_answers_in
 
 #[tokio::test]
 async fn a_job_out_of_tries_is_answered_exhausted_once_and_a_job_on_its_last_try_is_claimed() {
-    use moderation_shared::{
-        db::jobs::{claim_many, Claim, ClaimRequest},
-        domain::JobId,
-    };
+    use moderation_shared::{db::jobs::Claim, domain::JobId};
     let app = spawn_app().await;
     let key = app.account_with_key(None).await;
     let client = app.db.pool.get().await.unwrap();
@@ -637,19 +623,8 @@ async fn a_job_out_of_tries_is_answered_exhausted_once_and_a_job_on_its_last_try
         )
         .await
         .unwrap();
-    let request = |id| ClaimRequest {
-        id,
-        redelivery: false,
-        first_stage: "classifying",
-    };
 
-    let claims = claim_many(
-        &**client,
-        &[request(last), request(spent), request(last), request(spent)],
-        5,
-    )
-    .await
-    .unwrap();
+    let claims = claim(&client, &[last, spent, last, spent]).await;
 
     let kinds: Vec<&str> = claims
         .iter()
@@ -680,4 +655,21 @@ async fn a_job_out_of_tries_is_answered_exhausted_once_and_a_job_on_its_last_try
         ("queued", 5),
         "an exhausted job is ended by finish, not by the claim"
     );
+}
+
+/// Claims `ids` in one batch, as a worker's first delivery of each, with 5 tries allowed.
+async fn claim(
+    client: &deadpool_postgres::Client,
+    ids: &[moderation_shared::domain::JobId],
+) -> Vec<moderation_shared::db::jobs::Claim> {
+    use moderation_shared::db::jobs::{claim_many, ClaimRequest};
+    let requests: Vec<ClaimRequest> = ids
+        .iter()
+        .map(|&id| ClaimRequest {
+            id,
+            redelivery: false,
+            first_stage: "classifying",
+        })
+        .collect();
+    claim_many(&***client, &requests, 5).await.unwrap()
 }
