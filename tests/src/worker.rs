@@ -102,13 +102,13 @@ impl WorkerProcess {
         Self { child }
     }
 
-    /// Sends it SIGTERM.
+    /// Sends it SIGTERM (from Rust: a minimal Debian has no `kill` program).
     pub fn terminate(&self) {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill -TERM failed");
+        let pid = i32::try_from(self.child.id())
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+            .expect("the worker's pid");
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("send SIGTERM");
     }
 
     /// Its exit status once it has exited.
