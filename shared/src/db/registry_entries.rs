@@ -289,8 +289,9 @@ pub async fn list_own(
     )
 }
 
-/// Revokes one of `account`'s entries with `reason`. An entry that is already revoked is
-/// returned unchanged (the first revocation stands). `None` when it is not theirs.
+/// Revokes one of `account`'s entries with `reason`. An entry that is already revoked, or
+/// under dispute (an operator decides it; revoking would erase the dispute), is returned
+/// unchanged. `None` when it is not theirs.
 pub async fn revoke_own(
     client: &impl GenericClient,
     account: AccountId,
@@ -302,7 +303,7 @@ pub async fn revoke_own(
         .prepare_cached(&format!(
             "UPDATE registry_entries SET status = 'revoked', revoked_by = 'member', \
                revoke_reason = $3, revoked_at = $4, updated_at = $4 \
-             WHERE id = $1 AND account_id = $2 AND status <> 'revoked' RETURNING {COLUMNS}"
+             WHERE id = $1 AND account_id = $2 AND status = 'active' RETURNING {COLUMNS}"
         ))
         .await?;
     let row = client

@@ -183,7 +183,7 @@ pub(crate) struct RevokeBody {
 }
 
 /// Revokes one of the caller's entries (200 with the entry). Revoking a revoked entry changes
-/// nothing and answers it as it is.
+/// nothing and answers it as it is; an entry under dispute is the operator's to decide (409).
 #[utoipa::path(post, path = "/api/v1/registry/entries/{id}/revoke", operation_id = "revoke_registry_entry", tag = "registry",
     params(("id" = Uuid, Path, description = "The entry's id.")),
     request_body = RevokeBody,
@@ -192,6 +192,8 @@ pub(crate) struct RevokeBody {
         (status = 400, description = "The id is not a UUID or the reason breaks its rule.",
          body = ErrorBody),
         (status = 404, description = "No such entry of this member.", body = ErrorBody),
+        (status = 409, description = "The entry is under dispute: an operator decides it.",
+         body = ErrorBody),
     ))]
 pub(crate) async fn revoke(
     state: web::Data<AppState>,
@@ -206,6 +208,12 @@ pub(crate) async fn revoke(
     let entry = registry_entries::revoke_own(&client, principal.account_id, id, &body.reason, now)
         .await?
         .ok_or_else(not_found)?;
+    if entry.has_open_dispute() {
+        return Err(ApiError::Conflict(
+            "this entry is under dispute: an operator decides it, so it cannot be revoked now"
+                .to_owned(),
+        ));
+    }
     Ok(HttpResponse::Ok().json(entry.view(now)))
 }
 

@@ -107,6 +107,37 @@ async fn re_reporting_a_disputed_entry_refreshes_it_but_keeps_the_dispute() {
 }
 
 #[tokio::test]
+async fn an_entry_under_dispute_cannot_be_revoked_by_its_member_so_the_decision_stands() {
+    let app = spawn_app().await;
+    let member = app.registry_member().await;
+    let hash = email_hash("a@example.com");
+    let entry = app
+        .registry_reported(&member.key, &hash, "payment_fraud")
+        .await;
+    let id = entry["entry_id"].as_str().unwrap();
+    decide(&app, "open", id);
+
+    let revoke = app
+        .registry_post_json(
+            &format!("/api/v1/registry/entries/{id}/revoke"),
+            &member.key,
+            &json!({"reason": "withdrawn"}),
+        )
+        .await;
+    let reported_again = app
+        .registry_report(&member.key, &hash, "payment_fraud", "CASE-2")
+        .await;
+    let upheld = decide(&app, "uphold", id);
+
+    assert_error(revoke, 409, "CONFLICT").await;
+    let reported_again: Value = reported_again.json().await.unwrap();
+    assert_eq!(reported_again["status"], "disputed");
+    assert_eq!(reported_again["has_open_dispute"], true);
+    assert_eq!(upheld["status"], "revoked");
+    assert_eq!(upheld["revoke_reason"], "dispute_upheld");
+}
+
+#[tokio::test]
 async fn invalid_dispute_transitions_fail_with_a_message() {
     let app = spawn_app().await;
     let member = app.registry_member().await;
