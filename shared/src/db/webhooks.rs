@@ -2,7 +2,9 @@
 //!
 //! Every account has one active signing secret: it is made on first need (first listing,
 //! reveal or delivery), so accounts can be created without the encryption key at hand.
-//! Rotation gives the old secret an expiry (`grace`), and it keeps signing until then.
+//! Rotation gives the old secret an expiry (`grace`), and it keeps signing until then. At most
+//! [`MAX_EXPIRING`] rotated-out secrets sign beside the active one: each signature is one more
+//! part of the header, and rotating 150 times would otherwise make a 7 KB header.
 
 use std::time::Duration;
 
@@ -33,6 +35,9 @@ impl From<tokio_postgres::Error> for WebhookStoreError {
         WebhookStoreError::Db(e.into())
     }
 }
+
+/// How many rotated-out secrets keep signing at once; a rotation ends the oldest beyond it.
+pub const MAX_EXPIRING: i64 = 10;
 
 /// Sets the account's global URL; returns when it was set.
 pub async fn set_url(
@@ -160,8 +165,8 @@ pub async fn signing_secrets(
     rows.iter().map(|row| open(key, account, row)).collect()
 }
 
-/// Rotates: the active secret expires after `grace` and a new active one is made. Run it in a
-/// transaction.
+/// Rotates: the active secret expires after `grace` and a new active one is made; rotated-out
+/// secrets beyond the newest [`MAX_EXPIRING`] stop signing now. Run it in a transaction.
 pub async fn rotate(
     client: &impl GenericClient,
     key: &SealingKey,
@@ -177,6 +182,15 @@ pub async fn rotate(
     client
         .execute(&stmt, &[&account.0, &grace.as_secs_f64()])
         .await?;
+    let stmt = client
+        .prepare_cached(
+            "UPDATE webhook_secrets SET expires_at = now() \
+             WHERE account_id = $1 AND expires_at > now() AND id NOT IN ( \
+               SELECT id FROM webhook_secrets WHERE account_id = $1 AND expires_at > now() \
+               ORDER BY created_at DESC LIMIT $2)",
+        )
+        .await?;
+    client.execute(&stmt, &[&account.0, &MAX_EXPIRING]).await?;
     insert_active(client, key, account).await?;
     let secrets = signing_secrets(client, key, account).await?;
     secrets

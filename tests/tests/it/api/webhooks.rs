@@ -1,4 +1,4 @@
-use moderation_shared::domain::Scope;
+use moderation_shared::{db::webhooks, domain::Scope};
 use moderation_tests::{assert_error, spawn_app, TestApp, TestKey};
 use serde_json::{json, Value};
 
@@ -274,4 +274,62 @@ async fn webhook_endpoints_need_the_webhook_manage_scope() {
     ] {
         assert_error(send(&app, &key, method, path, None).await, 403, "FORBIDDEN").await;
     }
+}
+
+#[tokio::test]
+async fn at_most_ten_rotated_out_secrets_keep_signing_beside_the_active_one() {
+    let app = spawn_app().await;
+    let key = app.account_with_key(Some(&[Scope::WebhookManage])).await;
+    app.lift_rate_limit(key.account).await;
+    let rotate = || {
+        send(
+            &app,
+            &key,
+            reqwest::Method::POST,
+            "/api/v1/me/webhook-secrets/rotate",
+            None,
+        )
+    };
+    // The first rotation makes the active secret too: eleven leave it and ten rotated out.
+    for _ in 0..11 {
+        assert_eq!(rotate().await.status(), 201);
+    }
+    let at_the_limit = webhooks::signing_secrets(
+        &app.db.pool.get().await.unwrap(),
+        &app.encryption_key,
+        key.account,
+    )
+    .await
+    .unwrap();
+
+    assert_eq!(rotate().await.status(), 201);
+    assert_eq!(rotate().await.status(), 201);
+
+    let signing = webhooks::signing_secrets(
+        &app.db.pool.get().await.unwrap(),
+        &app.encryption_key,
+        key.account,
+    )
+    .await
+    .unwrap();
+    let list: Value = send_json(
+        &app,
+        &key,
+        reqwest::Method::GET,
+        "/api/v1/me/webhook-secrets",
+    )
+    .await;
+    let listed = list["secrets"].as_array().unwrap();
+    assert_eq!(at_the_limit.len(), 11);
+    assert_eq!(signing.len(), 11);
+    assert_eq!(listed.len(), 11);
+    assert_eq!(listed[0]["status"], "active");
+    assert!(listed[1..].iter().all(|s| s["status"] == "expiring"));
+    // The oldest rotated-out secrets stopped signing; the ten newest still sign.
+    let still_signing: Vec<String> = signing.iter().map(|s| s.meta.id.to_string()).collect();
+    let newest_first: Vec<String> = listed
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(still_signing, newest_first);
 }
