@@ -3,7 +3,8 @@
 //! Each is replaced by `[…]`, and neighbouring replacements merge into one.
 //!
 //! Words are compared normalised (see [`super::normalise`]), so a quotation with other case,
-//! punctuation or spacing is still found.
+//! punctuation or spacing is still found. A model may write anything, so control characters
+//! (NUL above all, which Postgres refuses in text) are dropped as well.
 
 use std::collections::HashSet;
 
@@ -16,9 +17,11 @@ pub const QUOTED_WORDS: usize = 5;
 /// What replaces scrubbed text.
 pub const REDACTED: &str = "[…]";
 
-/// `reason` without quotations of `submitted` and without terms of the global list or of
-/// `account`.
+/// `reason` without control characters, quotations of `submitted` and terms of the global
+/// list or of `account`.
 pub fn scrub(reason: &str, submitted: &str, account: &AccountPolicy) -> String {
+    let reason = without_controls(reason);
+    let reason = reason.as_str();
     let normalised = NormalisedText::new(reason);
     let mut spans = quotations(&normalised, &NormalisedText::new(submitted));
     spans.extend(
@@ -89,6 +92,17 @@ fn quotations(reason: &NormalisedText, submitted: &NormalisedText) -> Vec<(usize
 
 /// Replaces the byte ranges `spans` of `text` by [`REDACTED`], merging overlapping and adjacent
 /// ranges (only whitespace between them).
+/// `text` without control characters; tabs and line breaks become spaces.
+fn without_controls(text: &str) -> String {
+    text.chars()
+        .filter_map(|c| match c {
+            '\t' | '\n' | '\r' => Some(' '),
+            c if c.is_control() => None,
+            c => Some(c),
+        })
+        .collect()
+}
+
 fn redact(text: &str, mut spans: Vec<(usize, usize)>) -> String {
     if spans.is_empty() {
         return text.to_owned();
@@ -118,6 +132,18 @@ fn redact(text: &str, mut spans: Vec<(usize, usize)>) -> String {
 mod tests {
     use super::*;
     use crate::classify::Policy;
+
+    #[test]
+    fn control_characters_of_a_model_never_reach_the_stored_reason() {
+        let reason = scrub(
+            "violent\u{0}threat\u{7}\u{9b} found\nhere\u{200b}",
+            "",
+            &account(&[]),
+        );
+
+        assert_eq!(reason, "violentthreat found here\u{200b}");
+        assert!(!reason.chars().any(char::is_control));
+    }
 
     fn account(terms: &[&str]) -> AccountPolicy {
         AccountPolicy::new(Policy {
