@@ -65,6 +65,39 @@ async fn health_answers_within_two_seconds_when_redis_never_replies() {
 }
 
 #[tokio::test]
+async fn thirty_concurrent_requests_all_answer_within_two_seconds_when_redis_never_replies() {
+    let blackhole = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = blackhole.local_addr().unwrap().port();
+    let held = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((conn, _)) = blackhole.accept().await {
+            held.push(conn);
+        }
+    });
+    let app = spawn_app_with(|s| {
+        s.redis = RedisSettings::new(format!("redis://127.0.0.1:{port}"), "unused");
+    })
+    .await;
+    let key = app.account_with_key(None).await;
+
+    let started = Instant::now();
+    let answers = futures_util::future::join_all((0..30).map(|_| async {
+        let response = app.get("/api/v1/me", &key).await;
+        (response.status().as_u16(), started.elapsed())
+    }))
+    .await;
+
+    // Rate limits fail open: every request is served, none waits for another's connect.
+    assert!(
+        answers.iter().all(|(status, _)| *status == 200),
+        "{answers:?}"
+    );
+    let slowest = answers.iter().map(|(_, took)| *took).max().unwrap();
+    assert!(slowest < Duration::from_secs(2), "slowest took {slowest:?}");
+    held.abort();
+}
+
+#[tokio::test]
 async fn health_turns_degraded_when_a_real_redis_stops_and_recovers_when_it_returns() {
     // A Redis server of this test's own, so stopping it disturbs no other test.
     let port = moderation_tests::unused_port();
