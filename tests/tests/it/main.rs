@@ -17,4 +17,5 @@ mod openai;
 mod policies;
 mod queue;
 mod registry;
+mod structure;
 mod url_guard;
