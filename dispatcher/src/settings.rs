@@ -89,4 +89,27 @@ impl DispatcherSettings {
             idle_poll: env_millis("APP_DISPATCH_IDLE_POLL_MS", IDLE_POLL, 1..)?,
         })
     }
+
+    /// Settings for tests and local runs: the default schedule and timings, metrics on a free
+    /// loopback port, targets allowed at private addresses (a local receiver is on loopback).
+    pub fn for_local(
+        database: DatabaseSettings,
+        redis: RedisSettings,
+        encryption_key: SealingKey,
+    ) -> Self {
+        Self {
+            database,
+            redis,
+            queue_min_idle: QueueSettings::default().min_idle,
+            depth_sample: DEPTH_SAMPLE,
+            metrics_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            encryption_key,
+            url_guard: UrlGuard::system(true),
+            extra_ca_pem: None,
+            schedule: Schedule::default(),
+            attempt_timeout: ATTEMPT_TIMEOUT,
+            concurrency: CONCURRENCY,
+            idle_poll: IDLE_POLL,
+        }
+    }
 }
