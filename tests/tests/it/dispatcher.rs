@@ -425,7 +425,7 @@ async fn a_dispatcher_killed_mid_schedule_loses_nothing_and_costs_at_most_one_ex
 async fn finish(app: &TestApp, job: uuid::Uuid) -> Option<moderation_shared::db::jobs::Finished> {
     let mut client = app.db.pool.get().await.unwrap();
     let tx = client.transaction().await.unwrap();
-    let outcome = moderation_shared::payload::JobOutcome::Decided {
+    let outcome = moderation_shared::webhook_body::JobOutcome::Decided {
         is_prohibited: true,
         reason: Some("violence".into()),
         categories: None,
@@ -552,7 +552,7 @@ async fn one_batch_naming_a_job_twice_claims_and_finishes_it_once_and_answers_in
     use moderation_shared::{
         db::jobs::{finish_many, Claim},
         domain::JobId,
-        payload::JobOutcome,
+        webhook_body::JobOutcome,
     };
     let app = spawn_app().await;
     let key = app.account_with_key(None).await;

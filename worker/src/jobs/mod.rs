@@ -17,9 +17,9 @@ use moderation_shared::{
         DbError, Pool,
     },
     domain::Modality,
-    payload::JobOutcome,
     queue::{JobQueue, QueuedJob, MAX_TRIES},
     telemetry,
+    webhook_body::JobOutcome,
 };
 
 use crate::{classify::Verdict, pipeline::Pipeline};
