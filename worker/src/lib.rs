@@ -25,7 +25,7 @@ use moderation_shared::{
 };
 
 pub mod classify;
-pub mod error;
+pub mod failure;
 pub mod fetch;
 pub mod jobs;
 pub mod pipeline;

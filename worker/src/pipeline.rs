@@ -16,7 +16,7 @@ use crate::{
         openai::{OpenAiProvider, VisualKind},
         scrub, TextContent, Verdict,
     },
-    error::Failure,
+    failure::Failure,
     fetch::MediaFetcher,
     policy::{AccountPolicy, PolicyCache},
     ClassifierSettings, WorkerSettings,

@@ -9,7 +9,7 @@ use moderation_shared::{
 
 use crate::{
     classify::{local, Media, TextContent, Verdict},
-    error::Failure,
+    failure::Failure,
     pipeline::Pipeline,
     probe,
 };

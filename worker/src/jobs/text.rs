@@ -4,7 +4,7 @@ use moderation_shared::db::jobs::ClaimedJob;
 
 use crate::{
     classify::{ChatMessage, TextContent, Verdict},
-    error::Failure,
+    failure::Failure,
     pipeline::Pipeline,
 };
 
