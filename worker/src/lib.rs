@@ -24,19 +24,19 @@ use moderation_shared::{
     telemetry,
 };
 
+pub mod checks;
 pub mod classify;
 pub mod failure;
 pub mod fetch;
 pub mod jobs;
-pub mod pipeline;
 pub mod policy;
 pub mod probe;
 mod settings;
 
 pub use settings::{ClassifierSettings, Concurrency, WorkerSettings, DEFAULT_CONCURRENCY};
 
+use checks::Pipeline;
 use jobs::{store::JobStore, JobContext};
-use pipeline::Pipeline;
 
 /// Counters of one worker process, for tests and diagnostics.
 #[derive(Debug, Clone, Default)]

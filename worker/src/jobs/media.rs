@@ -8,9 +8,9 @@ use moderation_shared::{
 };
 
 use crate::{
+    checks::Pipeline,
     classify::{local, Media, TextContent, Verdict},
     failure::Failure,
-    pipeline::Pipeline,
     probe,
 };
 

@@ -22,7 +22,7 @@ use moderation_shared::{
     webhook_body::JobOutcome,
 };
 
-use crate::{classify::Verdict, pipeline::Pipeline};
+use crate::{checks::Pipeline, classify::Verdict};
 
 pub mod media;
 pub mod store;

@@ -3,9 +3,9 @@
 use moderation_shared::db::jobs::ClaimedJob;
 
 use crate::{
+    checks::Pipeline,
     classify::{ChatMessage, TextContent, Verdict},
     failure::Failure,
-    pipeline::Pipeline,
 };
 
 /// Classifies a claimed text job: the blocklists first, then the provider.
