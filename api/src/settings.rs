@@ -3,13 +3,16 @@
 use std::time::Duration;
 
 use moderation_shared::{
-    config::{env_bool, env_or, env_raw, ConfigError, DatabaseSettings, RedisSettings},
+    config::{env_bool, env_millis, env_or, env_raw, ConfigError, DatabaseSettings, RedisSettings},
     crypto::SealingKey,
     registry::RegistryKey,
     url_guard::UrlGuard,
 };
 
 use crate::{client_ip::TrustedProxies, limits::LimitSettings};
+
+/// How long a looked-up key is trusted by default (`APP_AUTH_CACHE_MS`).
+const AUTH_CACHE_TTL: Duration = Duration::from_secs(2);
 
 /// Everything the api needs to start.
 #[derive(Debug, Clone)]
@@ -46,13 +49,6 @@ pub struct ApiSettings {
 impl ApiSettings {
     /// Reads the environment.
     pub fn from_env() -> Result<Self, ConfigError> {
-        let auth_cache_ms = env_or("APP_AUTH_CACHE_MS", 2000u64)?;
-        if auth_cache_ms > 4000 {
-            return Err(ConfigError::new(
-                "APP_AUTH_CACHE_MS",
-                "must be at most 4000 so revocations take effect within 5 seconds",
-            ));
-        }
         let http_workers = env_or("APP_HTTP_WORKERS", default_workers())?;
         if http_workers == 0 {
             return Err(ConfigError::new("APP_HTTP_WORKERS", "must be at least 1"));
@@ -63,7 +59,8 @@ impl ApiSettings {
             host: env_raw("APP_HOST")?.unwrap_or_else(|| "0.0.0.0".to_owned()),
             port: env_or("PORT", 8080u16)?,
             http_workers,
-            auth_cache_ttl: Duration::from_millis(auth_cache_ms),
+            // At most 4000 so revocations take effect within 5 seconds.
+            auth_cache_ttl: env_millis("APP_AUTH_CACHE_MS", AUTH_CACHE_TTL, 0..=4000)?,
             url_guard: UrlGuard::system(env_bool("APP_ALLOW_PRIVATE_URLS", false)?),
             encryption_key: SealingKey::from_env()?,
             trusted_proxies: env_raw("APP_TRUSTED_PROXIES")?
@@ -88,7 +85,7 @@ impl ApiSettings {
             host: "127.0.0.1".to_owned(),
             port: 0,
             http_workers: 2,
-            auth_cache_ttl: Duration::from_millis(2000),
+            auth_cache_ttl: AUTH_CACHE_TTL,
             url_guard: UrlGuard::system(false),
             encryption_key,
             trusted_proxies: TrustedProxies::default(),

@@ -39,6 +39,15 @@ const OLDEST_DUE_SAMPLE: Duration = Duration::from_secs(1);
 /// The shortest sleep, so rows due but locked by another dispatcher cause no hot loop.
 const MIN_IDLE: Duration = Duration::from_millis(5);
 
+/// What one [`Dispatcher::try_dispatch_due`] step did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dispatched {
+    /// This many attempts were made, each ended and recorded.
+    Done(usize),
+    /// Nothing was due.
+    Empty,
+}
+
 /// A started dispatcher.
 pub struct Dispatcher {
     metrics: MetricsListener,
@@ -97,13 +106,17 @@ impl Dispatcher {
         self.metrics.port()
     }
 
-    /// Claims and sends everything due now, waiting for every attempt to end. Returns how
-    /// many attempts were made. The single step tests drive.
-    pub async fn run_due(&self) -> anyhow::Result<usize> {
+    /// One step without the loop: claims what is due now (as many deliveries as there are
+    /// slots), makes their attempts and waits until every one has ended and been recorded.
+    /// Tests drive the dispatcher with it, calling it until it answers [`Dispatched::Empty`].
+    pub async fn try_dispatch_due(&self) -> anyhow::Result<Dispatched> {
         let mut running = JoinSet::new();
         let made = self.core.dispatch_due(&mut running).await?;
         while running.join_next().await.is_some() {}
-        Ok(made)
+        Ok(match made {
+            0 => Dispatched::Empty,
+            n => Dispatched::Done(n),
+        })
     }
 
     /// Runs until `shutdown` resolves; then finishes the attempts in flight (each has a

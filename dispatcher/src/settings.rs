@@ -4,7 +4,8 @@ use std::{net::SocketAddr, time::Duration};
 
 use moderation_shared::{
     config::{
-        env_bool, env_or, extra_ca_pem_from_env, ConfigError, DatabaseSettings, RedisSettings,
+        env_bool, env_millis, env_or, extra_ca_pem_from_env, ConfigError, DatabaseSettings,
+        RedisSettings,
     },
     crypto::SealingKey,
     queue::QueueSettings,
@@ -12,6 +13,15 @@ use moderation_shared::{
 };
 
 use crate::schedule::Schedule;
+
+/// How often the queue depth is sampled by default (`APP_QUEUE_SAMPLE_MS`).
+const DEPTH_SAMPLE: Duration = Duration::from_secs(5);
+/// The default whole-attempt deadline (`APP_WEBHOOK_TIMEOUT_MS`).
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Attempts in flight at once by default (`APP_DISPATCH_CONCURRENCY`).
+const CONCURRENCY: usize = 256;
+/// The default longest sleep without a notification (`APP_DISPATCH_IDLE_POLL_MS`).
+const IDLE_POLL: Duration = Duration::from_secs(1);
 
 /// Everything the dispatcher needs to start.
 #[derive(Debug, Clone)]
@@ -24,7 +34,7 @@ pub struct DispatcherSettings {
     /// queue entry count as `retrying`.
     pub queue_min_idle: Duration,
     /// `APP_QUEUE_SAMPLE_MS`: how often the queue depth of every modality is sampled
-    /// (default 5000).
+    /// (default 5000, at least 10).
     pub depth_sample: Duration,
     /// `METRICS_PORT`: where `/metrics` is served (default 9090; 0 picks a free port).
     pub metrics_addr: SocketAddr,
@@ -56,14 +66,7 @@ impl DispatcherSettings {
                 "must be a positive number",
             ));
         }
-        let timeout_ms = env_or("APP_WEBHOOK_TIMEOUT_MS", 10_000u64)?;
-        if timeout_ms == 0 {
-            return Err(ConfigError::new(
-                "APP_WEBHOOK_TIMEOUT_MS",
-                "must be at least 1",
-            ));
-        }
-        let concurrency = env_or("APP_DISPATCH_CONCURRENCY", 256usize)?;
+        let concurrency = env_or("APP_DISPATCH_CONCURRENCY", CONCURRENCY)?;
         if concurrency == 0 {
             return Err(ConfigError::new(
                 "APP_DISPATCH_CONCURRENCY",
@@ -75,15 +78,38 @@ impl DispatcherSettings {
             database: DatabaseSettings::from_env()?,
             redis: RedisSettings::from_env()?,
             queue_min_idle: QueueSettings::from_env()?.min_idle,
-            depth_sample: Duration::from_millis(env_or("APP_QUEUE_SAMPLE_MS", 5000u64)?.max(10)),
+            depth_sample: env_millis("APP_QUEUE_SAMPLE_MS", DEPTH_SAMPLE, 10..)?,
             metrics_addr: SocketAddr::from(([0, 0, 0, 0], env_or("METRICS_PORT", 9090u16)?)),
             encryption_key: SealingKey::from_env()?,
             url_guard: UrlGuard::system(env_bool("APP_ALLOW_PRIVATE_URLS", false)?),
             extra_ca_pem,
             schedule: Schedule::scaled(scale),
-            attempt_timeout: Duration::from_millis(timeout_ms),
+            attempt_timeout: env_millis("APP_WEBHOOK_TIMEOUT_MS", ATTEMPT_TIMEOUT, 1..)?,
             concurrency,
-            idle_poll: Duration::from_millis(env_or("APP_DISPATCH_IDLE_POLL_MS", 1000u64)?.max(1)),
+            idle_poll: env_millis("APP_DISPATCH_IDLE_POLL_MS", IDLE_POLL, 1..)?,
         })
+    }
+
+    /// Settings for tests and local runs: the default schedule and timings, metrics on a free
+    /// loopback port, targets allowed at private addresses (a local receiver is on loopback).
+    pub fn for_local(
+        database: DatabaseSettings,
+        redis: RedisSettings,
+        encryption_key: SealingKey,
+    ) -> Self {
+        Self {
+            database,
+            redis,
+            queue_min_idle: QueueSettings::default().min_idle,
+            depth_sample: DEPTH_SAMPLE,
+            metrics_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            encryption_key,
+            url_guard: UrlGuard::system(true),
+            extra_ca_pem: None,
+            schedule: Schedule::default(),
+            attempt_timeout: ATTEMPT_TIMEOUT,
+            concurrency: CONCURRENCY,
+            idle_poll: IDLE_POLL,
+        }
     }
 }

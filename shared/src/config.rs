@@ -3,7 +3,12 @@
 //! Each concern has a small `from_env()`; binaries combine them into their own settings.
 //! Everything is parsed and validated at start-up, and an error names the variable at fault.
 
-use std::{fmt, str::FromStr, time::Duration};
+use std::{
+    fmt,
+    ops::{Bound, RangeBounds},
+    str::FromStr,
+    time::Duration,
+};
 
 /// A variable that is present but unusable.
 #[derive(Debug, thiserror::Error)]
@@ -94,6 +99,49 @@ pub fn env_bool(name: &'static str, default: bool) -> Result<bool, ConfigError> 
             )),
         },
     }
+}
+
+/// Reads `name` as a whole number of milliseconds within `allowed`, or `default` when it is
+/// unset. A value outside `allowed` fails naming the variable: nothing is clamped.
+pub fn env_millis(
+    name: &'static str,
+    default: Duration,
+    allowed: impl RangeBounds<u64>,
+) -> Result<Duration, ConfigError> {
+    parse_millis(name, env_raw(name)?.as_deref(), default, &allowed)
+}
+
+/// [`env_millis`] on the raw value `raw` of `name`.
+fn parse_millis(
+    name: &'static str,
+    raw: Option<&str>,
+    default: Duration,
+    allowed: &impl RangeBounds<u64>,
+) -> Result<Duration, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(default);
+    };
+    let value: u64 = raw
+        .trim()
+        .parse()
+        .map_err(|_| ConfigError::new(name, format!("expected milliseconds, got {raw:?}")))?;
+    if !allowed.contains(&value) {
+        let low = match allowed.start_bound() {
+            Bound::Included(&n) => n,
+            Bound::Excluded(&n) => n.saturating_add(1),
+            Bound::Unbounded => 0,
+        };
+        let limits = match allowed.end_bound() {
+            Bound::Included(&n) => format!("between {low} and {n}"),
+            Bound::Excluded(&n) => format!("between {low} and {}", n.saturating_sub(1)),
+            Bound::Unbounded => format!("at least {low}"),
+        };
+        return Err(ConfigError::new(
+            name,
+            format!("must be {limits} milliseconds, got {value}"),
+        ));
+    }
+    Ok(Duration::from_millis(value))
 }
 
 /// Reads the PEM file named by `APP_EXTRA_CA_FILE` (roots trusted besides the system's, for
@@ -192,5 +240,59 @@ mod tests {
     fn secret_debug_is_redacted() {
         let s = Secret::new("postgres://user:hunter2@db/x".to_owned());
         assert!(!format!("{s:?}").contains("hunter2"));
+    }
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn millis_are_the_default_when_unset() {
+        assert_eq!(
+            parse_millis("APP_X_MS", None, SECOND, &(1..)).unwrap(),
+            SECOND
+        );
+    }
+
+    #[test]
+    fn millis_at_the_lower_limit_pass_and_one_below_fails_naming_the_variable() {
+        assert_eq!(
+            parse_millis("APP_X_MS", Some("10"), SECOND, &(10..)).unwrap(),
+            Duration::from_millis(10)
+        );
+        let err = parse_millis("APP_X_MS", Some("9"), SECOND, &(10..)).unwrap_err();
+        assert_eq!(err.name, "APP_X_MS");
+        assert_eq!(err.reason, "must be at least 10 milliseconds, got 9");
+    }
+
+    #[test]
+    fn millis_at_the_upper_limit_pass_and_one_over_fails_naming_the_variable() {
+        assert_eq!(
+            parse_millis("APP_X_MS", Some("4000"), SECOND, &(0..=4000)).unwrap(),
+            Duration::from_millis(4000)
+        );
+        assert_eq!(
+            parse_millis("APP_X_MS", Some("0"), SECOND, &(0..=4000)).unwrap(),
+            Duration::ZERO
+        );
+        let err = parse_millis("APP_X_MS", Some("4001"), SECOND, &(0..=4000)).unwrap_err();
+        assert_eq!(err.name, "APP_X_MS");
+        assert_eq!(
+            err.reason,
+            "must be between 0 and 4000 milliseconds, got 4001"
+        );
+    }
+
+    #[test]
+    fn zero_fails_where_it_is_not_allowed() {
+        let err = parse_millis("APP_X_MS", Some("0"), SECOND, &(1..)).unwrap_err();
+        assert_eq!(err.name, "APP_X_MS");
+        assert!(err.to_string().contains("APP_X_MS"), "{err}");
+    }
+
+    #[test]
+    fn millis_that_are_not_a_whole_number_fail_naming_the_variable() {
+        for bad in ["soon", "-1", "1.5"] {
+            let err = parse_millis("APP_X_MS", Some(bad), SECOND, &(0..)).unwrap_err();
+            assert_eq!(err.name, "APP_X_MS", "{bad}");
+        }
     }
 }

@@ -1,12 +1,11 @@
 //! Running a dispatcher against a test app, and making deliveries to dispatch.
 
-use std::{net::SocketAddr, time::Duration};
+use std::time::Duration;
 
 use moderation_dispatcher::{schedule::Schedule, Dispatcher, DispatcherSettings};
 use moderation_shared::{
     db::deliveries::{self, NewDelivery},
     domain::{AccountId, JobId},
-    url_guard::UrlGuard,
 };
 use tokio::sync::oneshot;
 use uuid::Uuid;
@@ -40,18 +39,17 @@ impl TestApp {
     /// private addresses allowed, the schedule scaled by `scale`.
     pub fn dispatcher_settings(&self, receiver: &TestReceiver, scale: f64) -> DispatcherSettings {
         DispatcherSettings {
-            database: self.db.settings.clone(),
-            redis: self.redis.clone(),
-            queue_min_idle: Duration::from_secs(15),
             depth_sample: Duration::from_millis(50),
-            metrics_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            encryption_key: self.encryption_key.clone(),
-            url_guard: UrlGuard::system(true),
             extra_ca_pem: Some(receiver.ca_pem.clone().into_bytes()),
             schedule: Schedule::scaled(scale),
             attempt_timeout: Duration::from_secs(5),
             concurrency: 32,
             idle_poll: Duration::from_millis(200),
+            ..DispatcherSettings::for_local(
+                self.db.settings.clone(),
+                self.redis.clone(),
+                self.encryption_key.clone(),
+            )
         }
     }
 

@@ -13,7 +13,7 @@ use moderation_shared::url_guard::{self, UrlError, UrlGuard, UrlUse};
 use reqwest::{header, StatusCode};
 use url::Url;
 
-use crate::{classify::Media, error::Failure};
+use crate::{classify::Media, failure::Failure};
 
 /// The most media bytes read: 100 MB, counted as 100 MiB (104,857,600 bytes).
 pub const MAX_MEDIA_BYTES: u64 = 100 * 1024 * 1024;

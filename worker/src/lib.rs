@@ -24,19 +24,19 @@ use moderation_shared::{
     telemetry,
 };
 
+pub mod checks;
 pub mod classify;
-pub mod error;
+pub mod failure;
 pub mod fetch;
 pub mod jobs;
-pub mod pipeline;
 pub mod policy;
 pub mod probe;
 mod settings;
 
 pub use settings::{ClassifierSettings, Concurrency, WorkerSettings, DEFAULT_CONCURRENCY};
 
+use checks::Checks;
 use jobs::{store::JobStore, JobContext};
-use pipeline::Pipeline;
 
 /// Counters of one worker process, for tests and diagnostics.
 #[derive(Debug, Clone, Default)]
@@ -71,7 +71,7 @@ pub struct Worker {
     /// Claims' connections (see [`JobStore`]).
     unflushed: Pool,
     redis: RedisConn,
-    pipeline: Arc<Pipeline>,
+    checks: Arc<Checks>,
     stats: WorkerStats,
 }
 
@@ -81,14 +81,14 @@ impl Worker {
         let (pool, redis) = runtime::connect(&settings.database, &settings.redis).await?;
         let unflushed = db::unflushed_pool(&settings.database, jobs::store::IN_FLIGHT)?;
         let metrics = MetricsListener::bind(settings.metrics_addr).await?;
-        let pipeline = Arc::new(Pipeline::build(&settings, pool.clone())?);
+        let checks = Arc::new(Checks::build(&settings, pool.clone())?);
         if settings.url_guard.allows_private() {
             tracing::warn!("APP_ALLOW_PRIVATE_URLS is on: media may be fetched from private addresses (development and tests only)");
         }
         let names: Vec<&str> = settings.modalities.iter().map(|m| m.as_str()).collect();
         tracing::info!(
             modalities = ?names, metrics_port = metrics.port(),
-            provider = pipeline.provider_name(), "Worker started"
+            provider = checks.provider_name(), "Worker started"
         );
         Ok(Self {
             settings,
@@ -96,7 +96,7 @@ impl Worker {
             pool,
             unflushed,
             redis,
-            pipeline,
+            checks,
             stats: WorkerStats::default(),
         })
     }
@@ -145,7 +145,7 @@ impl Worker {
             pool: self.pool.clone(),
             store: JobStore::start(self.pool.clone(), self.unflushed.clone()),
             queue: queue.clone(),
-            pipeline: self.pipeline.clone(),
+            checks: self.checks.clone(),
         };
         let mut monitor = Monitor::new();
         for &modality in &self.settings.modalities {

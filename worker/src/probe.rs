@@ -18,7 +18,7 @@ use symphonia::core::{
     probe::Hint,
 };
 
-use crate::error::Failure;
+use crate::failure::Failure;
 
 /// The longest clip classified: 30 minutes (exactly 30:00 passes).
 pub const MAX_AUDIO: Duration = Duration::from_secs(30 * 60);

@@ -4,8 +4,8 @@ use std::{collections::BTreeMap, net::SocketAddr, time::Duration};
 
 use moderation_shared::{
     config::{
-        env_bool, env_or, env_raw, extra_ca_pem_from_env, ConfigError, DatabaseSettings,
-        RedisSettings,
+        env_bool, env_millis, env_or, env_raw, extra_ca_pem_from_env, ConfigError,
+        DatabaseSettings, RedisSettings,
     },
     domain::Modality,
     queue::QueueSettings,
@@ -94,9 +94,7 @@ impl WorkerSettings {
             shutdown_timeout: Duration::from_secs(25),
             url_guard: UrlGuard::system(env_bool("APP_ALLOW_PRIVATE_URLS", false)?),
             extra_ca_pem: extra_ca_pem_from_env()?,
-            media_timeout: Duration::from_millis(
-                env_or("APP_MEDIA_TIMEOUT_MS", 120_000u64)?.max(1),
-            ),
+            media_timeout: env_millis("APP_MEDIA_TIMEOUT_MS", Duration::from_secs(120), 1..)?,
             classifier,
         })
     }

@@ -16,7 +16,7 @@ use std::{net::IpAddr, time::Duration};
 
 use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue};
 use moderation_shared::{
-    config::{env_or, ConfigError},
+    config::{env_millis, env_or, ConfigError},
     domain::AccountId,
     redis_conn::RedisConn,
     telemetry,
@@ -63,13 +63,6 @@ impl LimitSettings {
     /// Reads the environment.
     pub fn from_env() -> Result<Self, ConfigError> {
         let defaults = Self::default();
-        let ms = |name: &'static str, default: Duration| -> Result<Duration, ConfigError> {
-            let value = env_or(name, u64::try_from(default.as_millis()).unwrap_or(u64::MAX))?;
-            if value == 0 {
-                return Err(ConfigError::new(name, "must be at least 1"));
-            }
-            Ok(Duration::from_millis(value))
-        };
         let auth_failure_limit = env_or("APP_AUTH_FAILURE_LIMIT", defaults.auth_failure_limit)?;
         if auth_failure_limit == 0 {
             return Err(ConfigError::new(
@@ -85,10 +78,14 @@ impl LimitSettings {
             ));
         }
         Ok(Self {
-            rate_window: ms("APP_RATE_WINDOW_MS", defaults.rate_window)?,
-            burst_window: ms("APP_RATE_BURST_WINDOW_MS", defaults.burst_window)?,
+            rate_window: env_millis("APP_RATE_WINDOW_MS", defaults.rate_window, 1..)?,
+            burst_window: env_millis("APP_RATE_BURST_WINDOW_MS", defaults.burst_window, 1..)?,
             auth_failure_limit,
-            auth_failure_window: ms("APP_AUTH_FAILURE_WINDOW_MS", defaults.auth_failure_window)?,
+            auth_failure_window: env_millis(
+                "APP_AUTH_FAILURE_WINDOW_MS",
+                defaults.auth_failure_window,
+                1..,
+            )?,
             auth_concurrency,
         })
     }

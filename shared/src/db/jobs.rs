@@ -6,7 +6,7 @@ use tokio_postgres::{types::Type, Row};
 use super::{deliveries::NewDelivery, BatchClient, DbError, GenericClient};
 use crate::{
     domain::{AccountId, ApiKeyId, JobId, Modality},
-    payload::JobOutcome,
+    webhook_body::JobOutcome,
 };
 
 /// Job status: `queued → processing → completed | failed`; terminal states never change.
@@ -276,7 +276,7 @@ pub async fn finish_many(
                 job_id: *id,
                 account_id: AccountId(row.get("account_id")),
                 target_url: target,
-                body: crate::payload::body(*id, outcome, completed_at, delivery_id),
+                body: crate::webhook_body::body(*id, outcome, completed_at, delivery_id),
             });
             delivery_id
         });

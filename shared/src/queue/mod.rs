@@ -14,7 +14,7 @@ use std::time::Duration;
 use redis::RedisError;
 
 use crate::{
-    config::{env_raw, ConfigError},
+    config::{env_millis, ConfigError},
     domain::{JobId, Modality},
     redis_conn::RedisConn,
 };
@@ -74,37 +74,13 @@ impl QueueSettings {
     /// Reads the `APP_QUEUE_*` and `APP_RELAY_*` variables.
     pub fn from_env() -> Result<Self, ConfigError> {
         let d = Self::default();
-        let var = |name: &'static str, default: Duration, min: u64| {
-            millis(name, env_raw(name)?.as_deref(), default, min)
-        };
         Ok(Self {
-            min_idle: var("APP_QUEUE_MIN_IDLE_MS", d.min_idle, 100)?,
-            block: var("APP_QUEUE_BLOCK_MS", d.block, 10)?,
-            relay_interval: var("APP_RELAY_INTERVAL_MS", d.relay_interval, 10)?,
-            relay_grace: var("APP_RELAY_GRACE_MS", d.relay_grace, 0)?,
+            min_idle: env_millis("APP_QUEUE_MIN_IDLE_MS", d.min_idle, 100..)?,
+            block: env_millis("APP_QUEUE_BLOCK_MS", d.block, 10..)?,
+            relay_interval: env_millis("APP_RELAY_INTERVAL_MS", d.relay_interval, 10..)?,
+            relay_grace: env_millis("APP_RELAY_GRACE_MS", d.relay_grace, 0..)?,
         })
     }
-}
-
-/// Parses a number of milliseconds of at least `min` for variable `name`, or `default` when
-/// unset.
-fn millis(
-    name: &'static str,
-    raw: Option<&str>,
-    default: Duration,
-    min: u64,
-) -> Result<Duration, ConfigError> {
-    let Some(raw) = raw else {
-        return Ok(default);
-    };
-    let value: u64 = raw
-        .trim()
-        .parse()
-        .map_err(|_| ConfigError::new(name, format!("expected milliseconds, got {raw:?}")))?;
-    if value < min {
-        return Err(ConfigError::new(name, format!("must be at least {min}")));
-    }
-    Ok(Duration::from_millis(value))
 }
 
 /// One delivery of a job: what a worker's handler receives.
@@ -330,22 +306,5 @@ fn pending_count(summary: &redis::Value) -> u64 {
             _ => 0,
         },
         _ => 0,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn millis_accepts_the_minimum_and_rejects_one_below() {
-        let d = Duration::from_secs(1);
-        assert_eq!(
-            millis("X", Some("100"), d, 100).unwrap(),
-            Duration::from_millis(100)
-        );
-        assert!(millis("X", Some("99"), d, 100).is_err());
-        assert!(millis("X", Some("soon"), d, 100).is_err());
-        assert_eq!(millis("X", None, d, 100).unwrap(), d);
     }
 }

@@ -8,7 +8,7 @@ use moderation_shared::{
 };
 use moderation_tests::media::{jpeg, png, wav, MediaServer};
 use moderation_worker::{
-    error::Failure,
+    failure::Failure,
     fetch::{MediaFetcher, MAX_MEDIA_BYTES},
     probe::{audio_duration, MAX_AUDIO},
 };

@@ -8,19 +8,19 @@ use moderation_shared::{
 };
 
 use crate::{
+    checks::Checks,
     classify::{local, Media, TextContent, Verdict},
-    error::Failure,
-    pipeline::Pipeline,
+    failure::Failure,
     probe,
 };
 
 /// Classifies a claimed media job of `modality`.
 pub async fn classify(
-    pipeline: &Pipeline,
+    checks: &Checks,
     modality: Modality,
     job: &ClaimedJob,
 ) -> Result<Verdict, Failure> {
-    let media = pipeline.fetcher().fetch(&job.content).await?;
+    let media = checks.fetcher().fetch(&job.content).await?;
     if modality == Modality::Audio {
         // Probing walks the container: CPU work, kept off the runtime's threads.
         let bytes = media.bytes.clone();
@@ -34,24 +34,24 @@ pub async fn classify(
             ));
         }
     }
-    let policy = pipeline.policy(job).await?;
-    let hits = bank_hits(pipeline, modality, job, &media).await?;
+    let policy = checks.policy(job).await?;
+    let hits = bank_hits(checks, modality, job, &media).await?;
     let banked = local::bank_verdict(modality, &hits, &policy.policy);
-    let Some(provider) = pipeline.model().filter(|_| !banked.prohibited) else {
+    let Some(provider) = checks.model().filter(|_| !banked.prohibited) else {
         return Ok(banked);
     };
     match modality {
         Modality::Image | Modality::Video => {
-            pipeline.set_stage(job, "classifying").await?;
-            pipeline
+            checks.set_stage(job, "classifying").await?;
+            checks
                 .check_visual(provider, modality, &media, &policy)
                 .await
         }
         Modality::Audio => {
-            pipeline.set_stage(job, "transcribing").await?;
+            checks.set_stage(job, "transcribing").await?;
             // The transcript lives only in this scope: never stored, logged or queued.
             let transcript = provider.transcribe(&media).await?;
-            pipeline.set_stage(job, "classifying").await?;
+            checks.set_stage(job, "classifying").await?;
             if transcript.trim().is_empty() {
                 return Ok(local::passed(&policy.policy, false));
             }
@@ -59,7 +59,7 @@ pub async fn classify(
                 text: &transcript,
                 messages: None,
             };
-            pipeline.check_text(content, &policy).await
+            checks.check_text(content, &policy).await
         }
         Modality::Text => Err(Failure::permanent(
             "INTERNAL",
@@ -71,13 +71,13 @@ pub async fn classify(
 /// The categories of every hash-bank entry `media` matches: exact SHA-256 for every modality,
 /// and the PDQ perceptual hash for images.
 async fn bank_hits(
-    pipeline: &Pipeline,
+    checks: &Checks,
     modality: Modality,
     job: &ClaimedJob,
     media: &Media,
 ) -> Result<Vec<String>, Failure> {
     let sha256 = media_hash::sha256(&media.bytes);
-    let client = pipeline.db().await?;
+    let client = checks.db().await?;
     let mut hits = db::hash_bank::categories_for_sha256(&client, job.account_id, &sha256).await?;
     if modality == Modality::Image {
         // Decoding is CPU work: keep it off the runtime's threads.

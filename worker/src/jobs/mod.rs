@@ -17,12 +17,12 @@ use moderation_shared::{
         DbError, Pool,
     },
     domain::Modality,
-    payload::JobOutcome,
     queue::{JobQueue, QueuedJob, MAX_TRIES},
     telemetry,
+    webhook_body::JobOutcome,
 };
 
-use crate::{classify::Verdict, pipeline::Pipeline};
+use crate::{checks::Checks, classify::Verdict};
 
 pub mod media;
 pub mod store;
@@ -40,7 +40,7 @@ pub struct JobContext {
     /// The queue (for dead-letter bookkeeping).
     pub queue: JobQueue,
     /// Policies, fetcher and provider.
-    pub pipeline: Arc<Pipeline>,
+    pub checks: Arc<Checks>,
 }
 
 /// A delivery's outcome; every outcome acknowledges the delivery.
@@ -104,15 +104,15 @@ pub async fn handle(job: QueuedJob, ctx: Data<JobContext>) -> Result<Handled, Jo
     };
     let started = Instant::now();
     let result = match job.modality {
-        Modality::Text => text::classify(&ctx.pipeline, &claimed).await,
+        Modality::Text => text::classify(&ctx.checks, &claimed).await,
         Modality::Image | Modality::Video | Modality::Audio => {
-            media::classify(&ctx.pipeline, job.modality, &claimed).await
+            media::classify(&ctx.checks, job.modality, &claimed).await
         }
     };
     metrics::histogram!(
         telemetry::CLASSIFY_DURATION_SECONDS,
         "modality" => job.modality.as_str(),
-        "provider" => ctx.pipeline.provider_name(),
+        "provider" => ctx.checks.provider_name(),
     )
     .record(started.elapsed().as_secs_f64());
     let outcome = match result {

@@ -18,8 +18,8 @@ use moderation_shared::{
         DbError, Pool,
     },
     domain::JobId,
-    payload::JobOutcome,
     queue::MAX_TRIES,
+    webhook_body::JobOutcome,
 };
 
 /// The most claims, or results, written in one statement.

@@ -4,7 +4,7 @@
 use std::{fmt, str::FromStr, time::Duration};
 
 use moderation_shared::{
-    config::{env_opt, env_or, env_raw, extra_ca_pem_from_env, ConfigError, Secret},
+    config::{env_millis, env_opt, env_or, env_raw, extra_ca_pem_from_env, ConfigError, Secret},
     domain::Modality,
 };
 use reqwest::Url;
@@ -113,13 +113,6 @@ impl OpenAiSettings {
                 "required when APP_CLASSIFIER is openai",
             )
         })?;
-        let timeout_ms = env_or("APP_OPENAI_TIMEOUT_MS", 60_000u64)?;
-        if timeout_ms == 0 {
-            return Err(ConfigError::new(
-                "APP_OPENAI_TIMEOUT_MS",
-                "must be at least 1",
-            ));
-        }
         let max_tokens = env_opt::<u32>("APP_OPENAI_MAX_TOKENS")?;
         if max_tokens == Some(0) {
             return Err(ConfigError::new(
@@ -134,8 +127,8 @@ impl OpenAiSettings {
             vision_model: model_from_env("APP_VISION_MODEL")?,
             transcribe_model: model_from_env("APP_TRANSCRIBE_MODEL")?,
             response_format: env_or("APP_OPENAI_RESPONSE_FORMAT", ResponseFormat::Auto)?,
-            timeout: Duration::from_millis(timeout_ms),
-            retry_base: Duration::from_millis(env_or("APP_OPENAI_RETRY_BASE_MS", 500u64)?),
+            timeout: env_millis("APP_OPENAI_TIMEOUT_MS", DEFAULT_TIMEOUT, 1..)?,
+            retry_base: env_millis("APP_OPENAI_RETRY_BASE_MS", DEFAULT_RETRY_BASE, 0..)?,
             max_tokens,
             extra_ca_pem,
             ..Self::new(&base_url)?

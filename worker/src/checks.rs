@@ -16,7 +16,7 @@ use crate::{
         openai::{OpenAiProvider, VisualKind},
         scrub, TextContent, Verdict,
     },
-    error::Failure,
+    failure::Failure,
     fetch::MediaFetcher,
     policy::{AccountPolicy, PolicyCache},
     ClassifierSettings, WorkerSettings,
@@ -30,16 +30,17 @@ pub enum Provider {
     OpenAi(Box<OpenAiProvider>),
 }
 
-/// Policies, fetcher and provider, shared by every job of a worker process.
-pub struct Pipeline {
+/// The checks a job's steps run (blocklists and keywords, the model's text and visual checks)
+/// with what they need: policies, fetcher and provider. Shared by every job of a worker process.
+pub struct Checks {
     pool: Pool,
     policies: PolicyCache,
     fetcher: MediaFetcher,
     provider: Provider,
 }
 
-impl Pipeline {
-    /// The pipeline `settings` describe, on `pool`.
+impl Checks {
+    /// The checks `settings` describe, on `pool`.
     pub fn build(settings: &WorkerSettings, pool: Pool) -> Result<Self, StartupError> {
         let fetcher = MediaFetcher::new(
             settings.url_guard.clone(),
