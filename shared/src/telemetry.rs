@@ -33,7 +33,7 @@ pub const QUEUE_RELAYED_TOTAL: &str = "queue_relayed_total";
 pub const QUEUE_DEPTH: &str = "queue_depth";
 /// Jobs a worker took to an end or gave back, by `modality` and `outcome` (`passed`,
 /// `prohibited`, `failed`, `requeued`, `exhausted`).
-pub const JOBS_TOTAL: &str = "worker_jobs_total";
+pub const WORKER_JOBS_TOTAL: &str = "worker_jobs_total";
 /// From submission to result (completed or failed), by `modality`.
 pub const JOB_TURNAROUND_SECONDS: &str = "job_turnaround_seconds";
 /// Time to classify one job (fetching included), by `modality` and `provider`.
@@ -63,7 +63,7 @@ const QUIET_STATEMENT_PARAMETERS: &str = "tokio_postgres=info";
 /// (`match`, `no_match`).
 pub const REGISTRY_CHECKS_TOTAL: &str = "registry_checks_total";
 
-/// The `outcome` values of [`JOBS_TOTAL`].
+/// The `outcome` values of [`WORKER_JOBS_TOTAL`].
 pub const JOB_OUTCOMES: [&str; 5] = ["passed", "prohibited", "failed", "requeued", "exhausted"];
 /// The `outcome` values of [`WEBHOOK_ATTEMPTS_TOTAL`].
 pub const WEBHOOK_OUTCOMES: [&str; 4] = ["delivered", "retry", "abandoned", "undeliverable"];
@@ -93,7 +93,7 @@ pub fn zero_api_counters() {
 pub fn zero_worker_counters(modalities: &[crate::domain::Modality]) {
     for modality in modalities.iter().map(|m| m.as_str()) {
         for outcome in JOB_OUTCOMES {
-            metrics::counter!(JOBS_TOTAL, "modality" => modality, "outcome" => outcome)
+            metrics::counter!(WORKER_JOBS_TOTAL, "modality" => modality, "outcome" => outcome)
                 .increment(0);
         }
         for outcome in ["ok", "error"] {
@@ -235,7 +235,7 @@ fn describe() {
         "Queue workers that stopped with an error and were restarted."
     );
     describe_counter!(
-        JOBS_TOTAL,
+        WORKER_JOBS_TOTAL,
         Unit::Count,
         "Jobs a worker finished or gave back, by modality and outcome."
     );

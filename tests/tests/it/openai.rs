@@ -9,7 +9,7 @@ use moderation_tests::openai::{ModelReply, ModelRequest, ModelServer};
 use moderation_worker::classify::{
     openai::{
         OpenAiProvider, OpenAiSettings, Problem, ProviderError, ResponseFormat, VisualKind,
-        MAX_TRIES,
+        MODEL_CALL_MAX_TRIES,
     },
     ChatMessage, CustomCategory, Media, Policy, TextContent,
 };
@@ -83,7 +83,7 @@ fn required(schema: &Value) -> Vec<&str> {
 fn assert_unavailable_after_every_try(err: &ProviderError, last: &Problem) {
     match err {
         ProviderError::Unavailable { tries, last: got } => {
-            assert_eq!(*tries, MAX_TRIES);
+            assert_eq!(*tries, MODEL_CALL_MAX_TRIES);
             assert_eq!(got, last);
         }
         other => panic!("expected Unavailable, got {other:?}"),
@@ -422,7 +422,7 @@ async fn retried_until_unavailable(reply: ModelReply, last: Problem) {
 
     // Assert
     assert_unavailable_after_every_try(&err, &last);
-    assert_eq!(server.requests().len(), MAX_TRIES as usize);
+    assert_eq!(server.requests().len(), MODEL_CALL_MAX_TRIES as usize);
 }
 
 #[tokio::test]
@@ -488,7 +488,7 @@ async fn an_answer_missing_a_custom_category_is_retried_not_passed() {
 async fn an_answer_on_the_last_try_is_used() {
     // Arrange
     let server = ModelServer::start().await;
-    let failures = (1..MAX_TRIES).map(|_| ModelReply::Refusal);
+    let failures = (1..MODEL_CALL_MAX_TRIES).map(|_| ModelReply::Refusal);
     server.script(failures, ModelReply::Pass);
     let provider = provider(&server);
 
@@ -499,7 +499,7 @@ async fn an_answer_on_the_last_try_is_used() {
         .unwrap();
 
     // Assert
-    assert_eq!(server.requests().len(), MAX_TRIES as usize);
+    assert_eq!(server.requests().len(), MODEL_CALL_MAX_TRIES as usize);
     assert!(!verdict.prohibited);
 }
 

@@ -18,7 +18,7 @@ use moderation_shared::{
     },
     domain::Modality,
     payload::JobOutcome,
-    queue::{JobQueue, QueuedJob, MAX_TRIES},
+    queue::{JobQueue, QueuedJob, JOB_MAX_TRIES},
     telemetry,
 };
 
@@ -89,7 +89,7 @@ pub async fn handle(job: QueuedJob, ctx: Data<JobContext>) -> Result<Handled, Jo
             // job gets past `finish`.
             let failed = JobOutcome::Failed {
                 code: "INTERNAL",
-                message: format!("The job did not complete after {MAX_TRIES} tries."),
+                message: format!("The job did not complete after {JOB_MAX_TRIES} tries."),
             };
             if ctx.store.finish(job.job_id, failed).await?.is_none() {
                 return Ok(Handled::Duplicate);
@@ -117,7 +117,7 @@ pub async fn handle(job: QueuedJob, ctx: Data<JobContext>) -> Result<Handled, Jo
     .record(started.elapsed().as_secs_f64());
     let outcome = match result {
         Ok(verdict) => decided(job.modality, &claimed, verdict),
-        Err(failure) if failure.retryable && claimed.attempts < MAX_TRIES => {
+        Err(failure) if failure.retryable && claimed.attempts < JOB_MAX_TRIES => {
             tracing::info!(
                 job_id = %job.job_id, code = failure.code, attempts = claimed.attempts,
                 "Job failed transiently; it goes back to the queue"
@@ -156,7 +156,7 @@ fn outcome_label(outcome: &JobOutcome) -> &'static str {
 
 fn count(modality: Modality, outcome: &'static str) {
     metrics::counter!(
-        telemetry::JOBS_TOTAL,
+        telemetry::WORKER_JOBS_TOTAL,
         "modality" => modality.as_str(),
         "outcome" => outcome,
     )

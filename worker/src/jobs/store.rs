@@ -19,7 +19,7 @@ use moderation_shared::{
     },
     domain::JobId,
     payload::JobOutcome,
-    queue::MAX_TRIES,
+    queue::JOB_MAX_TRIES,
 };
 
 /// The most claims, or results, written in one statement.
@@ -75,7 +75,7 @@ impl Execute for Claims {
 
     async fn execute(&self, requests: &[ClaimRequest]) -> Result<Vec<Claim>, DbError> {
         let client = self.0.get().await?;
-        db::jobs::claim_many(&**client, requests, MAX_TRIES).await
+        db::jobs::claim_many(&**client, requests, JOB_MAX_TRIES).await
     }
 }
 
