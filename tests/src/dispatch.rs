@@ -5,7 +5,7 @@ use std::{net::SocketAddr, time::Duration};
 use moderation_dispatcher::{schedule::Schedule, Dispatcher, DispatcherSettings};
 use moderation_shared::{
     db::deliveries::{self, NewDelivery},
-    domain::{AccountId, JobId},
+    domain::{AccountId, DeliveryId, JobId},
     url_guard::UrlGuard,
 };
 use tokio::sync::oneshot;
@@ -81,7 +81,7 @@ impl TestApp {
         )
         .await
         .expect("insert job");
-        let id = Uuid::now_v7();
+        let id = DeliveryId::new();
         deliveries::insert_many(
             &*tx,
             &[NewDelivery {
@@ -95,7 +95,7 @@ impl TestApp {
         .await
         .expect("insert delivery");
         tx.commit().await.expect("commit");
-        id
+        id.0
     }
 
     /// The delivery's state and attempt count.

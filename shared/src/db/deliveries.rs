@@ -12,7 +12,7 @@ use uuid::Uuid;
 use tokio_postgres::types::Type;
 
 use super::{BatchClient, DbError, GenericClient};
-use crate::domain::{AccountId, JobId};
+use crate::domain::{AccountId, DeliveryId, DeliveryState, JobId};
 
 /// The channel a new delivery is announced on.
 pub const CHANNEL: &str = "deliveries";
@@ -24,7 +24,7 @@ pub const MAX_ATTEMPTS: i32 = 12;
 #[derive(Debug, Clone)]
 pub struct NewDelivery {
     /// The delivery id (`delivery_id`, `webhook-id`).
-    pub id: Uuid,
+    pub id: DeliveryId,
     /// The job.
     pub job_id: JobId,
     /// The account.
@@ -44,7 +44,7 @@ pub async fn insert_many(
     if deliveries.is_empty() {
         return Ok(());
     }
-    let ids: Vec<Uuid> = deliveries.iter().map(|d| d.id).collect();
+    let ids: Vec<Uuid> = deliveries.iter().map(|d| d.id.0).collect();
     let jobs: Vec<Uuid> = deliveries.iter().map(|d| d.job_id.0).collect();
     let accounts: Vec<Uuid> = deliveries.iter().map(|d| d.account_id.0).collect();
     let targets: Vec<&str> = deliveries.iter().map(|d| d.target_url.as_str()).collect();
@@ -77,7 +77,7 @@ pub async fn insert_many(
 #[derive(Debug, Clone)]
 pub struct Claimed {
     /// The delivery id.
-    pub id: Uuid,
+    pub id: DeliveryId,
     /// The account (for its signing secrets).
     pub account_id: AccountId,
     /// The target.
@@ -112,7 +112,7 @@ pub async fn claim_due(
     Ok(rows
         .iter()
         .map(|r| Claimed {
-            id: r.get("id"),
+            id: DeliveryId(r.get("id")),
             account_id: AccountId(r.get("account_id")),
             target_url: r.get("target_url"),
             body: r.get("body"),
@@ -163,6 +163,18 @@ pub enum NextStep {
     Undeliverable,
 }
 
+impl NextStep {
+    /// The delivery's state after this step.
+    pub fn state(self) -> DeliveryState {
+        match self {
+            NextStep::Delivered => DeliveryState::Delivered,
+            NextStep::RetryAt(_) => DeliveryState::Pending,
+            NextStep::Abandoned => DeliveryState::Abandoned,
+            NextStep::Undeliverable => DeliveryState::Undeliverable,
+        }
+    }
+}
+
 /// Records an attempt and what follows it, unless another dispatcher took the row over
 /// meanwhile. Run it in a transaction. Returns whether the row was still ours.
 pub async fn record_attempt(
@@ -171,11 +183,9 @@ pub async fn record_attempt(
     record: &AttemptRecord<'_>,
     next: NextStep,
 ) -> Result<bool, DbError> {
-    let (state, next_at, scheduled_at) = match next {
-        NextStep::Delivered => ("delivered", None, None),
-        NextStep::RetryAt(at) => ("pending", Some(at), Some(at)),
-        NextStep::Abandoned => ("abandoned", None, None),
-        NextStep::Undeliverable => ("undeliverable", None, None),
+    let (next_at, scheduled_at) = match next {
+        NextStep::RetryAt(at) => (Some(at), Some(at)),
+        NextStep::Delivered | NextStep::Abandoned | NextStep::Undeliverable => (None, None),
     };
     let update = client
         .prepare_cached(
@@ -189,9 +199,9 @@ pub async fn record_attempt(
         .execute(
             &update,
             &[
-                &claimed.id,
+                &claimed.id.0,
                 &claimed.attempt,
-                &state,
+                &next.state().as_str(),
                 &next_at,
                 &scheduled_at,
             ],
@@ -210,7 +220,7 @@ pub async fn record_attempt(
         .execute(
             &insert,
             &[
-                &claimed.id,
+                &claimed.id.0,
                 &claimed.attempt,
                 &claimed.scheduled_at,
                 &record.started_at,
