@@ -2,7 +2,8 @@
 //!
 //! A row is claimed by moving its `next_attempt_at` to the end of a lease (`FOR UPDATE SKIP
 //! LOCKED`, so several dispatchers can run); a dispatcher that dies simply lets the lease run
-//! out and the row becomes due again. Claiming counts the attempt.
+//! out and the row becomes due again. Claiming counts the attempt; the caller gives the
+//! attempt limit (the length of its schedule).
 
 use std::time::Duration;
 
@@ -16,9 +17,6 @@ use crate::domain::{AccountId, DeliveryId, DeliveryState, JobId};
 
 /// The channel a new delivery is announced on.
 pub const CHANNEL: &str = "deliveries";
-
-/// The most attempts a delivery gets.
-pub const MAX_ATTEMPTS: i32 = 12;
 
 /// A delivery to store when its job completes.
 #[derive(Debug, Clone)]
@@ -84,23 +82,25 @@ pub struct Claimed {
     pub target_url: String,
     /// The body.
     pub body: Vec<u8>,
-    /// This attempt's number, 1 to 12.
+    /// This attempt's number, from 1 to the attempt limit.
     pub attempt: i32,
     /// When the schedule wanted it.
     pub scheduled_at: OffsetDateTime,
 }
 
-/// Claims up to `limit` due deliveries for `lease`.
+/// Claims up to `limit` due deliveries that have had fewer than `max_attempts` attempts, for
+/// `lease`.
 pub async fn claim_due(
     client: &impl GenericClient,
     limit: i64,
     lease: Duration,
+    max_attempts: i32,
 ) -> Result<Vec<Claimed>, DbError> {
     let stmt = client
         .prepare_cached(
             "WITH due AS ( \
                  SELECT id FROM deliveries \
-                 WHERE state = 'pending' AND next_attempt_at <= now() AND attempts < 12 \
+                 WHERE state = 'pending' AND next_attempt_at <= now() AND attempts < $3 \
                  ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED) \
              UPDATE deliveries d SET attempts = d.attempts + 1, updated_at = now(), \
                     next_attempt_at = now() + make_interval(secs => $2) \
@@ -108,7 +108,9 @@ pub async fn claim_due(
              RETURNING d.id, d.account_id, d.target_url, d.body, d.attempts, d.scheduled_at",
         )
         .await?;
-    let rows = client.query(&stmt, &[&limit, &lease.as_secs_f64()]).await?;
+    let rows = client
+        .query(&stmt, &[&limit, &lease.as_secs_f64(), &max_attempts])
+        .await?;
     Ok(rows
         .iter()
         .map(|r| Claimed {
@@ -122,17 +124,20 @@ pub async fn claim_due(
         .collect())
 }
 
-/// Abandons deliveries whose 12th attempt was claimed and never recorded (its dispatcher
-/// died). Returns how many.
-pub async fn abandon_stale_last_attempts(client: &impl GenericClient) -> Result<u64, DbError> {
+/// Abandons deliveries whose last attempt (number `max_attempts`) was claimed and never
+/// recorded (its dispatcher died). Returns how many.
+pub async fn abandon_stale_last_attempts(
+    client: &impl GenericClient,
+    max_attempts: i32,
+) -> Result<u64, DbError> {
     let stmt = client
         .prepare_cached(
             "UPDATE deliveries SET state = 'abandoned', next_attempt_at = NULL, \
                     finished_at = now(), updated_at = now() \
-             WHERE state = 'pending' AND attempts >= 12 AND next_attempt_at <= now()",
+             WHERE state = 'pending' AND attempts >= $1 AND next_attempt_at <= now()",
         )
         .await?;
-    Ok(client.execute(&stmt, &[]).await?)
+    Ok(client.execute(&stmt, &[&max_attempts]).await?)
 }
 
 /// How an attempt ended.
