@@ -24,18 +24,3 @@ word_enum!(
         Expiring => "expiring",
     }
 );
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_word_round_trips_through_its_name() {
-        for state in DeliveryState::ALL {
-            assert_eq!(state.as_str().parse::<DeliveryState>().unwrap(), *state);
-        }
-        for status in SecretStatus::ALL {
-            assert_eq!(status.as_str().parse::<SecretStatus>().unwrap(), *status);
-        }
-    }
-}

@@ -307,6 +307,26 @@ mod tests {
         }
     }
 
+    fn assert_round_trips<T>(words: &[T])
+    where
+        T: Copy + PartialEq + fmt::Debug + fmt::Display + FromStr,
+        T::Err: fmt::Debug,
+    {
+        for word in words {
+            assert_eq!(word.to_string().parse::<T>().unwrap(), *word);
+        }
+    }
+
+    #[test]
+    fn every_word_round_trips_through_its_name() {
+        assert_round_trips(JobStatus::ALL);
+        assert_round_trips(JobStage::ALL);
+        assert_round_trips(FailureCode::ALL);
+        assert_round_trips(DeliveryState::ALL);
+        assert_round_trips(SecretStatus::ALL);
+        assert_round_trips(ChatRole::ALL);
+    }
+
     #[test]
     fn admin_config_is_never_issuable() {
         assert!(!Scope::AdminConfig.issuable_to_keys());
