@@ -123,7 +123,7 @@ impl Dispatcher {
     /// deadline), so no lease is left to run out.
     pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()>) {
         metrics::gauge!(telemetry::PROCESS_UP, "process" => "dispatcher").set(1.0);
-        telemetry::zero_dispatcher_counters();
+        telemetry::zero_dispatcher_counters(self.core.settings.schedule.attempts());
         let wake = Arc::new(Notify::new());
         let listener = tokio::spawn(listen::notify_on_new(
             self.core.settings.database.clone(),
@@ -176,7 +176,8 @@ impl Core {
     /// Claims as many due deliveries as there are free slots and starts their attempts.
     async fn dispatch_due(self: &Arc<Self>, running: &mut JoinSet<()>) -> anyhow::Result<usize> {
         let client = self.pool.get().await?;
-        deliveries::abandon_stale_last_attempts(&client).await?;
+        let max_attempts = self.max_attempts();
+        deliveries::abandon_stale_last_attempts(&client, max_attempts).await?;
         let mut made = 0;
         loop {
             let free = self.slots.available_permits();
@@ -184,7 +185,8 @@ impl Core {
                 return Ok(made);
             }
             let lease = self.settings.attempt_timeout * 2 + LEASE_MARGIN;
-            let claimed = deliveries::claim_due(&client, free.min(500) as i64, lease).await?;
+            let claimed =
+                deliveries::claim_due(&client, free.min(500) as i64, lease, max_attempts).await?;
             if claimed.is_empty() {
                 return Ok(made);
             }
@@ -279,11 +281,10 @@ impl Core {
             NextStep::Abandoned => "abandoned",
             NextStep::Undeliverable => "undeliverable",
         };
-        let number = usize::try_from(delivery.attempt)
-            .ok()
-            .and_then(|n| telemetry::WEBHOOK_ATTEMPT_NUMBERS.get(n.saturating_sub(1)))
-            .copied()
-            .unwrap_or("other");
+        let number = telemetry::webhook_attempt_label(
+            usize::try_from(delivery.attempt).unwrap_or(0),
+            self.settings.schedule.attempts(),
+        );
         metrics::counter!(telemetry::WEBHOOK_ATTEMPTS_TOTAL, "outcome" => label, "attempt" => number)
             .increment(1);
         tracing::info!(
@@ -304,6 +305,11 @@ impl Core {
         if let Err(err) = self.record(&delivery, &record, next).await {
             tracing::warn!(delivery_id = %delivery.id, error = ?err, "Cannot record an attempt; it will be retried after the lease");
         }
+    }
+
+    /// The attempt limit: the schedule's length.
+    fn max_attempts(&self) -> i32 {
+        i32::try_from(self.settings.schedule.attempts()).unwrap_or(i32::MAX)
     }
 
     fn retry(&self, delivery: &Claimed) -> NextStep {

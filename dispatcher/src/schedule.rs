@@ -46,6 +46,11 @@ impl Schedule {
         }
     }
 
+    /// How many attempts a delivery gets: one per delay.
+    pub fn attempts(&self) -> usize {
+        self.delays.len()
+    }
+
     /// When attempt `attempt + 1` is due, given that attempt `attempt` (1-based) was scheduled
     /// at `scheduled_at`; `None` after the last attempt. Lateness does not push the schedule:
     /// it is measured from when each attempt was due.
@@ -73,6 +78,7 @@ mod tests {
             attempt += 1;
         }
         assert_eq!(attempt, 12);
+        assert_eq!(schedule.attempts(), 12);
         assert_eq!(
             offsets,
             [30, 60, 120, 240, 480, 960, 1920, 3600, 3600, 3600, 3600]

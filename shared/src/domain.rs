@@ -1,9 +1,76 @@
-//! Domain newtypes: ids and scopes.
+//! Domain newtypes: ids, scopes, and the words the crates pass to each other (job status and
+//! stage, failure codes, delivery state, secret status, chat messages).
+//!
+//! Each word is an enum with `as_str()` (its wire and column name), `Display` and `FromStr`.
+//! Postgres keeps them as text: the `db` modules map them at the row.
 
 use std::{fmt, str::FromStr};
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
+
+/// An enum of wire words: `as_str()`, `ALL`, `Display`, serde by the word, and `FromStr`
+/// failing with `$error` (`unknown <what> "..."`).
+macro_rules! word_enum {
+    (
+        $(#[$doc:meta])*
+        $name:ident, $error:ident, $what:literal {
+            $( $(#[$variant_doc:meta])* $variant:ident => $word:literal, )+
+        }
+    ) => {
+        $(#[$doc])*
+        #[derive(
+            Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord,
+            serde::Serialize, serde::Deserialize,
+        )]
+        pub enum $name {
+            $( $(#[$variant_doc])* #[serde(rename = $word)] $variant, )+
+        }
+
+        impl $name {
+            /// Every value, in a stable order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The wire and column name.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $( $name::$variant => $word, )+
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        #[doc = concat!("A name that is not a [`", stringify!($name), "`].")]
+        #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+        #[error("unknown {} {:?}", $what, .0)]
+        pub struct $error(pub String);
+
+        impl std::str::FromStr for $name {
+            type Err = $error;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s {
+                    $( $word => Ok($name::$variant), )+
+                    _ => Err($error(s.to_owned())),
+                }
+            }
+        }
+    };
+}
+
+mod chat;
+mod delivery;
+mod job;
+
+pub use chat::{ChatMessage, ChatRole, UnknownChatRole};
+pub use delivery::{DeliveryState, SecretStatus, UnknownDeliveryState, UnknownSecretStatus};
+pub use job::{
+    FailureCode, JobStage, JobStatus, UnknownFailureCode, UnknownJobStage, UnknownJobStatus,
+};
 
 macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident) => {
@@ -63,6 +130,10 @@ id_type!(
 id_type!(
     /// An entry of a hash bank.
     HashBankEntryId
+);
+id_type!(
+    /// A webhook delivery (`delivery_id` in the body, the `webhook-id` header).
+    DeliveryId
 );
 
 /// A kind of content, each with its own queue and workers. Chat is stored as `text`.
@@ -234,6 +305,26 @@ mod tests {
         for scope in Scope::ALL {
             assert_eq!(scope.as_str().parse::<Scope>().unwrap(), scope);
         }
+    }
+
+    fn assert_round_trips<T>(words: &[T])
+    where
+        T: Copy + PartialEq + fmt::Debug + fmt::Display + FromStr,
+        T::Err: fmt::Debug,
+    {
+        for word in words {
+            assert_eq!(word.to_string().parse::<T>().unwrap(), *word);
+        }
+    }
+
+    #[test]
+    fn every_word_round_trips_through_its_name() {
+        assert_round_trips(JobStatus::ALL);
+        assert_round_trips(JobStage::ALL);
+        assert_round_trips(FailureCode::ALL);
+        assert_round_trips(DeliveryState::ALL);
+        assert_round_trips(SecretStatus::ALL);
+        assert_round_trips(ChatRole::ALL);
     }
 
     #[test]

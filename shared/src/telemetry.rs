@@ -33,14 +33,14 @@ pub const QUEUE_RELAYED_TOTAL: &str = "queue_relayed_total";
 pub const QUEUE_DEPTH: &str = "queue_depth";
 /// Jobs a worker took to an end or gave back, by `modality` and `outcome` (`passed`,
 /// `prohibited`, `failed`, `requeued`, `exhausted`).
-pub const JOBS_TOTAL: &str = "worker_jobs_total";
+pub const WORKER_JOBS_TOTAL: &str = "worker_jobs_total";
 /// From submission to result (completed or failed), by `modality`.
 pub const JOB_TURNAROUND_SECONDS: &str = "job_turnaround_seconds";
 /// Time to classify one job (fetching included), by `modality` and `provider`.
 pub const CLASSIFY_DURATION_SECONDS: &str = "worker_classify_duration_seconds";
 
 /// Webhook attempts by `outcome` (`delivered`, `retry`, `abandoned`, `undeliverable`) and
-/// `attempt` number (`1` to `12`).
+/// `attempt` number (`1` to the schedule's length, 12 by default; `other` outside it).
 pub const WEBHOOK_ATTEMPTS_TOTAL: &str = "webhook_attempts_total";
 /// Postgres connections of this process's pool, by `state` (`in_use`, `idle`, and `waiting`
 /// for callers queued for one).
@@ -63,14 +63,10 @@ const QUIET_STATEMENT_PARAMETERS: &str = "tokio_postgres=info";
 /// (`match`, `no_match`).
 pub const REGISTRY_CHECKS_TOTAL: &str = "registry_checks_total";
 
-/// The `outcome` values of [`JOBS_TOTAL`].
+/// The `outcome` values of [`WORKER_JOBS_TOTAL`].
 pub const JOB_OUTCOMES: [&str; 5] = ["passed", "prohibited", "failed", "requeued", "exhausted"];
 /// The `outcome` values of [`WEBHOOK_ATTEMPTS_TOTAL`].
 pub const WEBHOOK_OUTCOMES: [&str; 4] = ["delivered", "retry", "abandoned", "undeliverable"];
-/// The `attempt` values of [`WEBHOOK_ATTEMPTS_TOTAL`].
-pub const WEBHOOK_ATTEMPT_NUMBERS: [&str; 12] = [
-    "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12",
-];
 /// The `reason` values of [`REQUESTS_LIMITED_TOTAL`].
 pub const LIMIT_REASONS: [&str; 3] = ["rate", "lockout", "concurrency"];
 
@@ -93,7 +89,7 @@ pub fn zero_api_counters() {
 pub fn zero_worker_counters(modalities: &[crate::domain::Modality]) {
     for modality in modalities.iter().map(|m| m.as_str()) {
         for outcome in JOB_OUTCOMES {
-            metrics::counter!(JOBS_TOTAL, "modality" => modality, "outcome" => outcome)
+            metrics::counter!(WORKER_JOBS_TOTAL, "modality" => modality, "outcome" => outcome)
                 .increment(0);
         }
         for outcome in ["ok", "error"] {
@@ -107,13 +103,28 @@ pub fn zero_worker_counters(modalities: &[crate::domain::Modality]) {
     metrics::counter!(WORKER_RESTARTS_TOTAL).increment(0);
 }
 
-/// Creates the dispatcher's counters at zero.
-pub fn zero_dispatcher_counters() {
+/// Creates the dispatcher's counters at zero, for attempts 1 to `attempts` (the schedule's
+/// length).
+pub fn zero_dispatcher_counters(attempts: usize) {
     for outcome in WEBHOOK_OUTCOMES {
-        for attempt in WEBHOOK_ATTEMPT_NUMBERS {
-            metrics::counter!(WEBHOOK_ATTEMPTS_TOTAL, "outcome" => outcome, "attempt" => attempt)
-                .increment(0);
+        for attempt in 1..=attempts {
+            metrics::counter!(
+                WEBHOOK_ATTEMPTS_TOTAL,
+                "outcome" => outcome,
+                "attempt" => webhook_attempt_label(attempt, attempts),
+            )
+            .increment(0);
         }
+    }
+}
+
+/// The `attempt` label of [`WEBHOOK_ATTEMPTS_TOTAL`] for attempt number `attempt` of
+/// `attempts`: the number, or `other` outside 1 to `attempts` (which keeps the set fixed).
+pub fn webhook_attempt_label(attempt: usize, attempts: usize) -> String {
+    if (1..=attempts).contains(&attempt) {
+        attempt.to_string()
+    } else {
+        "other".to_owned()
     }
 }
 
@@ -235,7 +246,7 @@ fn describe() {
         "Queue workers that stopped with an error and were restarted."
     );
     describe_counter!(
-        JOBS_TOTAL,
+        WORKER_JOBS_TOTAL,
         Unit::Count,
         "Jobs a worker finished or gave back, by modality and outcome."
     );
@@ -312,4 +323,17 @@ fn metrics_response<B>(req: &Request<B>, handle: &PrometheusHandle) -> Response<
             .insert(hyper::header::CONTENT_TYPE, value);
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attempt_labels_are_the_numbers_of_the_schedule_and_other_outside_it() {
+        assert_eq!(webhook_attempt_label(1, 12), "1");
+        assert_eq!(webhook_attempt_label(12, 12), "12");
+        assert_eq!(webhook_attempt_label(13, 12), "other");
+        assert_eq!(webhook_attempt_label(0, 12), "other");
+    }
 }

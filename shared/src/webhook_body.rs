@@ -3,9 +3,11 @@
 
 use serde::Serialize;
 use time::OffsetDateTime;
-use uuid::Uuid;
 
-use crate::{clock::format_millis, domain::JobId};
+use crate::{
+    clock::format_millis,
+    domain::{DeliveryId, FailureCode, JobId, JobStatus},
+};
 
 /// How a job ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,7 +26,7 @@ pub enum JobOutcome {
     /// Could not be classified.
     Failed {
         /// A contract error code, e.g. `MEDIA_UNREACHABLE`.
-        code: &'static str,
+        code: FailureCode,
         /// A sentence for people.
         message: String,
     },
@@ -33,28 +35,28 @@ pub enum JobOutcome {
 #[derive(Serialize)]
 struct Decided<'a> {
     job_id: JobId,
-    status: &'static str,
+    status: JobStatus,
     is_prohibited: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     categories: Option<&'a serde_json::Value>,
     completed_at: String,
-    delivery_id: Uuid,
+    delivery_id: DeliveryId,
 }
 
 #[derive(Serialize)]
 struct Failed<'a> {
     job_id: JobId,
-    status: &'static str,
+    status: JobStatus,
     error: ErrorBody<'a>,
     completed_at: String,
-    delivery_id: Uuid,
+    delivery_id: DeliveryId,
 }
 
 #[derive(Serialize)]
 struct ErrorBody<'a> {
-    code: &'a str,
+    code: FailureCode,
     message: &'a str,
 }
 
@@ -63,7 +65,7 @@ pub fn body(
     job: JobId,
     outcome: &JobOutcome,
     completed_at: OffsetDateTime,
-    delivery_id: Uuid,
+    delivery_id: DeliveryId,
 ) -> Vec<u8> {
     let completed_at = format_millis(completed_at);
     let result = match outcome {
@@ -74,7 +76,7 @@ pub fn body(
             ..
         } => serde_json::to_vec(&Decided {
             job_id: job,
-            status: "completed",
+            status: JobStatus::Completed,
             is_prohibited: *is_prohibited,
             reason: reason.as_deref().filter(|_| *is_prohibited),
             categories: categories.as_ref(),
@@ -83,8 +85,11 @@ pub fn body(
         }),
         JobOutcome::Failed { code, message } => serde_json::to_vec(&Failed {
             job_id: job,
-            status: "failed",
-            error: ErrorBody { code, message },
+            status: JobStatus::Failed,
+            error: ErrorBody {
+                code: *code,
+                message,
+            },
             completed_at,
             delivery_id,
         }),
@@ -97,6 +102,7 @@ pub fn body(
 mod tests {
     use super::*;
     use time::macros::datetime;
+    use uuid::Uuid;
 
     #[test]
     fn a_passing_prompt_omits_reason_and_categories() {
@@ -107,7 +113,12 @@ mod tests {
             categories: None,
             nsfw_checked: None,
         };
-        let body = body(job, &outcome, datetime!(2026-01-01 00:00 UTC), Uuid::nil());
+        let body = body(
+            job,
+            &outcome,
+            datetime!(2026-01-01 00:00 UTC),
+            DeliveryId(Uuid::nil()),
+        );
         assert_eq!(
             String::from_utf8(body).unwrap(),
             r#"{"job_id":"00000000-0000-0000-0000-000000000000","status":"completed","is_prohibited":false,"completed_at":"2026-01-01T00:00:00.000Z","delivery_id":"00000000-0000-0000-0000-000000000000"}"#
@@ -117,14 +128,14 @@ mod tests {
     #[test]
     fn a_failed_job_carries_its_error() {
         let outcome = JobOutcome::Failed {
-            code: "MEDIA_TOO_LARGE",
+            code: FailureCode::MediaTooLarge,
             message: "too big".into(),
         };
         let body = body(
             JobId(Uuid::nil()),
             &outcome,
             datetime!(2026-01-01 00:00 UTC),
-            Uuid::nil(),
+            DeliveryId(Uuid::nil()),
         );
         let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(value["status"], "failed");

@@ -5,7 +5,7 @@ use std::time::Duration;
 use moderation_dispatcher::{schedule::Schedule, Dispatcher, DispatcherSettings};
 use moderation_shared::{
     db::deliveries::{self, NewDelivery},
-    domain::{AccountId, JobId},
+    domain::{AccountId, DeliveryId, JobId},
 };
 use tokio::sync::oneshot;
 use uuid::Uuid;
@@ -79,7 +79,7 @@ impl TestApp {
         )
         .await
         .expect("insert job");
-        let id = Uuid::now_v7();
+        let id = DeliveryId::new();
         deliveries::insert_many(
             &*tx,
             &[NewDelivery {
@@ -93,7 +93,7 @@ impl TestApp {
         .await
         .expect("insert delivery");
         tx.commit().await.expect("commit");
-        id
+        id.0
     }
 
     /// The delivery's state and attempt count.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use deadpool_postgres::Object;
 use moderation_shared::{
     db::{self, jobs::ClaimedJob, DbError, Pool},
-    domain::Modality,
+    domain::{FailureCode, JobStage, Modality},
     runtime::StartupError,
 };
 
@@ -95,7 +95,7 @@ impl Checks {
     }
 
     /// Records that `job` moved on to `stage`.
-    pub async fn set_stage(&self, job: &ClaimedJob, stage: &str) -> Result<(), Failure> {
+    pub async fn set_stage(&self, job: &ClaimedJob, stage: JobStage) -> Result<(), Failure> {
         let client = self.db().await?;
         Ok(db::jobs::set_stage(&client, job.id, stage).await?)
     }
@@ -129,7 +129,10 @@ impl Checks {
         policy: &AccountPolicy,
     ) -> Result<Verdict, Failure> {
         let kind = VisualKind::try_from(modality).map_err(|_| {
-            Failure::permanent("INTERNAL", "Only images and videos have a visual check.")
+            Failure::permanent(
+                FailureCode::Internal,
+                "Only images and videos have a visual check.",
+            )
         })?;
         let mut verdict = model.check_visual(kind, media, &policy.policy).await?;
         verdict.reason = verdict

@@ -1,13 +1,13 @@
 //! Why a job could not be classified, and whether trying again could help.
 
-use moderation_shared::db::DbError;
+use moderation_shared::{db::DbError, domain::FailureCode};
 
 /// A job that did not get a verdict on this try.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct Failure {
     /// The contract error code (`MEDIA_UNREACHABLE`, `CLASSIFIER_UNAVAILABLE`, ...).
-    pub code: &'static str,
+    pub code: FailureCode,
     /// A sentence for the client; never internal detail, never the content.
     pub message: String,
     /// Whether another try may succeed (the job goes back to the queue while it has tries).
@@ -16,7 +16,7 @@ pub struct Failure {
 
 impl Failure {
     /// A failure no retry can fix.
-    pub fn permanent(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn permanent(code: FailureCode, message: impl Into<String>) -> Self {
         Self {
             code,
             message: message.into(),
@@ -25,7 +25,7 @@ impl Failure {
     }
 
     /// A failure another try may not meet.
-    pub fn transient(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn transient(code: FailureCode, message: impl Into<String>) -> Self {
         Self {
             code,
             message: message.into(),
@@ -37,7 +37,10 @@ impl Failure {
 impl From<DbError> for Failure {
     fn from(err: DbError) -> Self {
         tracing::warn!(error = ?err, "Database failure during a job");
-        Self::transient("INTERNAL", "The service failed while processing the job.")
+        Self::transient(
+            FailureCode::Internal,
+            "The service failed while processing the job.",
+        )
     }
 }
 

@@ -9,7 +9,10 @@
 use std::{error::Error as _, time::Duration};
 
 use futures_util::StreamExt;
-use moderation_shared::url_guard::{self, UrlError, UrlGuard, UrlUse};
+use moderation_shared::{
+    domain::FailureCode,
+    url_guard::{self, UrlError, UrlGuard, UrlUse},
+};
 use reqwest::{header, StatusCode};
 use url::Url;
 
@@ -61,7 +64,7 @@ impl MediaFetcher {
         match tokio::time::timeout(self.deadline, self.follow(url)).await {
             Ok(result) => result,
             Err(_) => Err(Failure::transient(
-                "MEDIA_UNREACHABLE",
+                FailureCode::MediaUnreachable,
                 "The media did not download in time.",
             )),
         }
@@ -80,7 +83,7 @@ impl MediaFetcher {
             if status.is_redirection() {
                 if hop == MAX_REDIRECTS {
                     return Err(Failure::permanent(
-                        "MEDIA_UNREACHABLE",
+                        FailureCode::MediaUnreachable,
                         format!("The media URL redirected more than {MAX_REDIRECTS} times."),
                     ));
                 }
@@ -91,7 +94,7 @@ impl MediaFetcher {
                     .and_then(|l| url.join(l).ok())
                     .ok_or_else(|| {
                         Failure::permanent(
-                            "MEDIA_UNREACHABLE",
+                            FailureCode::MediaUnreachable,
                             "The media URL redirected without a valid location.",
                         )
                     })?;
@@ -101,7 +104,7 @@ impl MediaFetcher {
             return self.read(status, response).await;
         }
         Err(Failure::permanent(
-            "MEDIA_UNREACHABLE",
+            FailureCode::MediaUnreachable,
             "The media URL redirected too often.",
         ))
     }
@@ -124,15 +127,15 @@ impl MediaFetcher {
             let message = format!("The media server answered {}.", status.as_u16());
             return Err(
                 if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
-                    Failure::transient("MEDIA_UNREACHABLE", message)
+                    Failure::transient(FailureCode::MediaUnreachable, message)
                 } else {
-                    Failure::permanent("MEDIA_UNREACHABLE", message)
+                    Failure::permanent(FailureCode::MediaUnreachable, message)
                 },
             );
         }
         let too_large = || {
             Failure::permanent(
-                "MEDIA_TOO_LARGE",
+                FailureCode::MediaTooLarge,
                 format!("The media is larger than {} bytes.", self.max_bytes),
             )
         };
@@ -168,11 +171,12 @@ impl MediaFetcher {
 /// A URL the guard refused.
 fn refused(err: UrlError) -> Failure {
     match err {
-        UrlError::Unresolvable => {
-            Failure::transient("MEDIA_UNREACHABLE", "The media host name did not resolve.")
-        }
+        UrlError::Unresolvable => Failure::transient(
+            FailureCode::MediaUnreachable,
+            "The media host name did not resolve.",
+        ),
         other => Failure::permanent(
-            "URL_NOT_ALLOWED",
+            FailureCode::UrlNotAllowed,
             format!("The media URL is not allowed: {other}."),
         ),
     }
@@ -187,5 +191,8 @@ fn transport(err: reqwest::Error) -> Failure {
         }
         source = cause.source();
     }
-    Failure::transient("MEDIA_UNREACHABLE", "The media could not be downloaded.")
+    Failure::transient(
+        FailureCode::MediaUnreachable,
+        "The media could not be downloaded.",
+    )
 }

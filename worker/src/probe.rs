@@ -9,6 +9,7 @@
 
 use std::{io::Cursor, time::Duration};
 
+use moderation_shared::domain::FailureCode;
 use symphonia::core::{
     codecs::CodecParameters,
     errors::Error as SymphoniaError,
@@ -30,7 +31,7 @@ pub const MAX_PACKETS: u64 = 2_000_000;
 pub fn audio_duration(bytes: Vec<u8>) -> Result<Duration, Failure> {
     let unsupported = || {
         Failure::permanent(
-            "MEDIA_UNSUPPORTED",
+            FailureCode::MediaUnsupported,
             "The audio format is not supported or the file is corrupt.",
         )
     };

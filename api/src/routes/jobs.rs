@@ -4,8 +4,8 @@ use actix_web::{web, HttpResponse};
 use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
 use moderation_shared::{
     clock::format_millis,
-    db::jobs::{self, Job, JobStatus},
-    domain::JobId,
+    db::jobs::{self, Job},
+    domain::{FailureCode, JobId, JobStatus},
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -73,7 +73,7 @@ pub struct Progress {
     /// `queued`, `processing`, `completed` or `failed`.
     status: &'static str,
     /// `queued`, `fetching`, `transcribing`, `classifying`, `done` or `failed`.
-    stage: String,
+    stage: &'static str,
     /// How many times a worker took it.
     attempts: i32,
     /// When it last changed (RFC 3339, milliseconds).
@@ -97,7 +97,7 @@ pub(crate) async fn get_progress(
     Ok(HttpResponse::Ok().json(Progress {
         job_id: job.id,
         status: job.status.as_str(),
-        stage: job.stage,
+        stage: job.stage.as_str(),
         attempts: job.attempts,
         updated_at: format_millis(job.updated_at),
     }))
@@ -142,7 +142,7 @@ pub struct JobView {
 pub struct JobError {
     /// `MEDIA_UNREACHABLE`, `MEDIA_TOO_LARGE`, `MEDIA_TOO_LONG`, `MEDIA_UNSUPPORTED`,
     /// `URL_NOT_ALLOWED`, `CLASSIFIER_UNAVAILABLE` or `INTERNAL`.
-    code: String,
+    code: &'static str,
     /// A sentence for people.
     message: String,
 }
@@ -183,7 +183,7 @@ impl From<Job> for JobView {
             reason: job.reason.filter(|_| prohibited == Some(true)),
             categories: job.categories,
             error: (job.status == JobStatus::Failed).then(|| JobError {
-                code: job.error_code.unwrap_or_else(|| "INTERNAL".to_owned()),
+                code: job.error_code.unwrap_or(FailureCode::Internal).as_str(),
                 message: job
                     .error_message
                     .unwrap_or_else(|| "the job could not be processed".to_owned()),
@@ -253,7 +253,7 @@ pub(crate) async fn list_jobs(
 fn parse_statuses(raw: &str) -> Result<Vec<JobStatus>, ApiError> {
     let mut statuses = Vec::new();
     for name in raw.split(',').map(str::trim) {
-        let status = JobStatus::parse(name).ok_or_else(|| {
+        let status = name.parse::<JobStatus>().map_err(|_| {
             ApiError::InvalidRequest(format!(
                 "unknown status {name:?}: use queued, processing, completed or failed, comma-separated"
             ))

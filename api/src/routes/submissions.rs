@@ -4,10 +4,10 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use moderation_shared::{
     batch::BatchError,
     db::jobs::NewJob,
-    domain::{JobId, Modality},
+    domain::{ChatMessage, JobId, JobStatus, Modality},
     url_guard::{UrlError, UrlUse},
 };
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use utoipa::{
     openapi::{
         encoding::EncodingBuilder,
@@ -198,7 +198,7 @@ pub fn document(doc: &mut OpenApi) {
 struct Submission {
     modality: Modality,
     content: String,
-    messages: Option<serde_json::Value>,
+    messages: Option<Vec<ChatMessage>>,
     webhook_url: Option<String>,
 }
 
@@ -232,32 +232,6 @@ async fn prompt(
     .await
 }
 
-/// One chat message.
-#[derive(Debug, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-struct ChatMessage {
-    role: ChatRole,
-    content: String,
-}
-
-#[derive(Debug, Deserialize, serde::Serialize, Clone, Copy)]
-#[serde(rename_all = "lowercase")]
-enum ChatRole {
-    User,
-    Assistant,
-    System,
-}
-
-impl ChatRole {
-    fn as_str(self) -> &'static str {
-        match self {
-            ChatRole::User => "user",
-            ChatRole::Assistant => "assistant",
-            ChatRole::System => "system",
-        }
-    }
-}
-
 async fn chat(
     state: web::Data<AppState>,
     principal: Principal,
@@ -286,7 +260,6 @@ async fn chat(
         .map(|m| format!("{}: {}", m.role.as_str(), m.content))
         .collect::<Vec<_>>()
         .join("\n");
-    let messages = serde_json::to_value(&messages).map_err(|e| ApiError::Internal(e.into()))?;
     let webhook_url = webhook_url(&state, &mut form).await?;
     submit(
         &state,
@@ -394,7 +367,7 @@ async fn submit(
     match persisted {
         Persisted::Queued => Ok(HttpResponse::Accepted().json(Accepted {
             job_id: id,
-            status: "queued",
+            status: JobStatus::Queued.as_str(),
         })),
         Persisted::NotQueued => Err(ApiError::ServiceUnavailable {
             job_id: Some(id.0),

@@ -185,11 +185,7 @@ pub(crate) async fn list_secrets(
             id: s.meta.id,
             created_at: format_millis(s.meta.created_at),
             expires_at: s.meta.expires_at.map(format_millis),
-            status: if s.meta.expires_at.is_some() {
-                "expiring"
-            } else {
-                "active"
-            },
+            status: s.meta.status().as_str(),
         })
         .collect();
     Ok(HttpResponse::Ok().json(SecretList {

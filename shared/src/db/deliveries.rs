@@ -2,7 +2,8 @@
 //!
 //! A row is claimed by moving its `next_attempt_at` to the end of a lease (`FOR UPDATE SKIP
 //! LOCKED`, so several dispatchers can run); a dispatcher that dies simply lets the lease run
-//! out and the row becomes due again. Claiming counts the attempt.
+//! out and the row becomes due again. Claiming counts the attempt; the caller gives the
+//! attempt limit (the length of its schedule).
 
 use std::time::Duration;
 
@@ -12,19 +13,16 @@ use uuid::Uuid;
 use tokio_postgres::types::Type;
 
 use super::{BatchClient, DbError, GenericClient};
-use crate::domain::{AccountId, JobId};
+use crate::domain::{AccountId, DeliveryId, DeliveryState, JobId};
 
 /// The channel a new delivery is announced on.
 pub const CHANNEL: &str = "deliveries";
-
-/// The most attempts a delivery gets.
-pub const MAX_ATTEMPTS: i32 = 12;
 
 /// A delivery to store when its job completes.
 #[derive(Debug, Clone)]
 pub struct NewDelivery {
     /// The delivery id (`delivery_id`, `webhook-id`).
-    pub id: Uuid,
+    pub id: DeliveryId,
     /// The job.
     pub job_id: JobId,
     /// The account.
@@ -44,7 +42,7 @@ pub async fn insert_many(
     if deliveries.is_empty() {
         return Ok(());
     }
-    let ids: Vec<Uuid> = deliveries.iter().map(|d| d.id).collect();
+    let ids: Vec<Uuid> = deliveries.iter().map(|d| d.id.0).collect();
     let jobs: Vec<Uuid> = deliveries.iter().map(|d| d.job_id.0).collect();
     let accounts: Vec<Uuid> = deliveries.iter().map(|d| d.account_id.0).collect();
     let targets: Vec<&str> = deliveries.iter().map(|d| d.target_url.as_str()).collect();
@@ -77,30 +75,32 @@ pub async fn insert_many(
 #[derive(Debug, Clone)]
 pub struct Claimed {
     /// The delivery id.
-    pub id: Uuid,
+    pub id: DeliveryId,
     /// The account (for its signing secrets).
     pub account_id: AccountId,
     /// The target.
     pub target_url: String,
     /// The body.
     pub body: Vec<u8>,
-    /// This attempt's number, 1 to 12.
+    /// This attempt's number, from 1 to the attempt limit.
     pub attempt: i32,
     /// When the schedule wanted it.
     pub scheduled_at: OffsetDateTime,
 }
 
-/// Claims up to `limit` due deliveries for `lease`.
+/// Claims up to `limit` due deliveries that have had fewer than `max_attempts` attempts, for
+/// `lease`.
 pub async fn claim_due(
     client: &impl GenericClient,
     limit: i64,
     lease: Duration,
+    max_attempts: i32,
 ) -> Result<Vec<Claimed>, DbError> {
     let stmt = client
         .prepare_cached(
             "WITH due AS ( \
                  SELECT id FROM deliveries \
-                 WHERE state = 'pending' AND next_attempt_at <= now() AND attempts < 12 \
+                 WHERE state = 'pending' AND next_attempt_at <= now() AND attempts < $3 \
                  ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED) \
              UPDATE deliveries d SET attempts = d.attempts + 1, updated_at = now(), \
                     next_attempt_at = now() + make_interval(secs => $2) \
@@ -108,11 +108,13 @@ pub async fn claim_due(
              RETURNING d.id, d.account_id, d.target_url, d.body, d.attempts, d.scheduled_at",
         )
         .await?;
-    let rows = client.query(&stmt, &[&limit, &lease.as_secs_f64()]).await?;
+    let rows = client
+        .query(&stmt, &[&limit, &lease.as_secs_f64(), &max_attempts])
+        .await?;
     Ok(rows
         .iter()
         .map(|r| Claimed {
-            id: r.get("id"),
+            id: DeliveryId(r.get("id")),
             account_id: AccountId(r.get("account_id")),
             target_url: r.get("target_url"),
             body: r.get("body"),
@@ -122,17 +124,20 @@ pub async fn claim_due(
         .collect())
 }
 
-/// Abandons deliveries whose 12th attempt was claimed and never recorded (its dispatcher
-/// died). Returns how many.
-pub async fn abandon_stale_last_attempts(client: &impl GenericClient) -> Result<u64, DbError> {
+/// Abandons deliveries whose last attempt (number `max_attempts`) was claimed and never
+/// recorded (its dispatcher died). Returns how many.
+pub async fn abandon_stale_last_attempts(
+    client: &impl GenericClient,
+    max_attempts: i32,
+) -> Result<u64, DbError> {
     let stmt = client
         .prepare_cached(
             "UPDATE deliveries SET state = 'abandoned', next_attempt_at = NULL, \
                     finished_at = now(), updated_at = now() \
-             WHERE state = 'pending' AND attempts >= 12 AND next_attempt_at <= now()",
+             WHERE state = 'pending' AND attempts >= $1 AND next_attempt_at <= now()",
         )
         .await?;
-    Ok(client.execute(&stmt, &[]).await?)
+    Ok(client.execute(&stmt, &[&max_attempts]).await?)
 }
 
 /// How an attempt ended.
@@ -163,6 +168,18 @@ pub enum NextStep {
     Undeliverable,
 }
 
+impl NextStep {
+    /// The delivery's state after this step.
+    pub fn state(self) -> DeliveryState {
+        match self {
+            NextStep::Delivered => DeliveryState::Delivered,
+            NextStep::RetryAt(_) => DeliveryState::Pending,
+            NextStep::Abandoned => DeliveryState::Abandoned,
+            NextStep::Undeliverable => DeliveryState::Undeliverable,
+        }
+    }
+}
+
 /// Records an attempt and what follows it, unless another dispatcher took the row over
 /// meanwhile. Run it in a transaction. Returns whether the row was still ours.
 pub async fn record_attempt(
@@ -171,11 +188,9 @@ pub async fn record_attempt(
     record: &AttemptRecord<'_>,
     next: NextStep,
 ) -> Result<bool, DbError> {
-    let (state, next_at, scheduled_at) = match next {
-        NextStep::Delivered => ("delivered", None, None),
-        NextStep::RetryAt(at) => ("pending", Some(at), Some(at)),
-        NextStep::Abandoned => ("abandoned", None, None),
-        NextStep::Undeliverable => ("undeliverable", None, None),
+    let (next_at, scheduled_at) = match next {
+        NextStep::RetryAt(at) => (Some(at), Some(at)),
+        NextStep::Delivered | NextStep::Abandoned | NextStep::Undeliverable => (None, None),
     };
     let update = client
         .prepare_cached(
@@ -189,9 +204,9 @@ pub async fn record_attempt(
         .execute(
             &update,
             &[
-                &claimed.id,
+                &claimed.id.0,
                 &claimed.attempt,
-                &state,
+                &next.state().as_str(),
                 &next_at,
                 &scheduled_at,
             ],
@@ -210,7 +225,7 @@ pub async fn record_attempt(
         .execute(
             &insert,
             &[
-                &claimed.id,
+                &claimed.id.0,
                 &claimed.attempt,
                 &claimed.scheduled_at,
                 &record.started_at,

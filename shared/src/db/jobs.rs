@@ -1,51 +1,20 @@
 //! The `jobs` table.
 
+use serde::Deserialize;
 use time::OffsetDateTime;
-use tokio_postgres::{types::Type, Row};
+use tokio_postgres::{
+    types::{Json, Type},
+    Row,
+};
 
 use super::{deliveries::NewDelivery, BatchClient, DbError, GenericClient};
 use crate::{
-    domain::{AccountId, ApiKeyId, JobId, Modality},
+    domain::{
+        AccountId, ApiKeyId, ChatMessage, DeliveryId, FailureCode, JobId, JobStage, JobStatus,
+        Modality,
+    },
     webhook_body::JobOutcome,
 };
-
-/// Job status: `queued → processing → completed | failed`; terminal states never change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum JobStatus {
-    /// Waiting for a worker.
-    Queued,
-    /// A worker holds it.
-    Processing,
-    /// Decided.
-    Completed,
-    /// Could not be decided.
-    Failed,
-}
-
-impl JobStatus {
-    /// Every status.
-    pub const ALL: [JobStatus; 4] = [
-        JobStatus::Queued,
-        JobStatus::Processing,
-        JobStatus::Completed,
-        JobStatus::Failed,
-    ];
-
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobStatus::Queued => "queued",
-            JobStatus::Processing => "processing",
-            JobStatus::Completed => "completed",
-            JobStatus::Failed => "failed",
-        }
-    }
-
-    /// Parses a wire name.
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|st| st.as_str() == s)
-    }
-}
 
 /// A job row as the read endpoints show it.
 #[derive(Debug, Clone)]
@@ -57,7 +26,7 @@ pub struct Job {
     /// Its status.
     pub status: JobStatus,
     /// Its progress stage.
-    pub stage: String,
+    pub stage: JobStage,
     /// How many times a worker took it.
     pub attempts: i32,
     /// The decision, once completed.
@@ -67,7 +36,7 @@ pub struct Job {
     /// Category results, when any ran.
     pub categories: Option<serde_json::Value>,
     /// Failure code, for failed jobs.
-    pub error_code: Option<String>,
+    pub error_code: Option<FailureCode>,
     /// Failure message, for failed jobs.
     pub error_message: Option<String>,
     /// When it was submitted.
@@ -82,22 +51,22 @@ const COLUMNS: &str = "id, type, status, stage, attempts, is_prohibited, reason,
                        error_code, error_message, created_at, updated_at, completed_at";
 
 impl Job {
-    fn from_row(row: &Row) -> Self {
-        Self {
+    fn from_row(row: &Row) -> Result<Self, DbError> {
+        Ok(Self {
             id: JobId(row.get("id")),
             kind: row.get("type"),
-            status: JobStatus::parse(row.get("status")).unwrap_or(JobStatus::Queued),
-            stage: row.get("stage"),
+            status: super::parse_word(row, "status")?,
+            stage: super::parse_word(row, "stage")?,
             attempts: row.get("attempts"),
             is_prohibited: row.get("is_prohibited"),
             reason: row.get("reason"),
             categories: row.get("categories"),
-            error_code: row.get("error_code"),
+            error_code: super::parse_optional_word(row, "error_code")?,
             error_message: row.get("error_message"),
             created_at: row.get("created_at"),
             updated_at: row.get("updated_at"),
             completed_at: row.get("completed_at"),
-        }
+        })
     }
 }
 
@@ -115,7 +84,7 @@ pub struct NewJob {
     /// The text (a chat as `role: content` lines) or the media URL.
     pub content: String,
     /// A chat's messages as submitted.
-    pub messages: Option<serde_json::Value>,
+    pub messages: Option<Vec<ChatMessage>>,
     /// The per-request callback URL.
     pub webhook_url: Option<String>,
 }
@@ -128,8 +97,10 @@ pub async fn insert_many(client: &impl GenericClient, jobs: &[NewJob]) -> Result
     let keys: Vec<Option<uuid::Uuid>> = jobs.iter().map(|j| j.api_key_id.map(|k| k.0)).collect();
     let types: Vec<&str> = jobs.iter().map(|j| j.modality.as_str()).collect();
     let contents: Vec<&str> = jobs.iter().map(|j| j.content.as_str()).collect();
-    let messages: Vec<Option<&serde_json::Value>> =
-        jobs.iter().map(|j| j.messages.as_ref()).collect();
+    let messages: Vec<Option<Json<&[ChatMessage]>>> = jobs
+        .iter()
+        .map(|j| j.messages.as_deref().map(Json))
+        .collect();
     let webhooks: Vec<Option<&str>> = jobs.iter().map(|j| j.webhook_url.as_deref()).collect();
     let stmt = client
         .prepare_cached(
@@ -175,11 +146,12 @@ pub async fn get(
             "SELECT {COLUMNS} FROM jobs WHERE id = $1 AND account_id = $2"
         ))
         .await?;
-    Ok(client
+    client
         .query_opt(&stmt, &[&id.0, &account.0])
         .await?
         .as_ref()
-        .map(Job::from_row))
+        .map(Job::from_row)
+        .transpose()
 }
 
 /// Jobs of `account` in `statuses`, oldest first, after the position `after`
@@ -207,14 +179,14 @@ pub async fn list(
             &[&account.0, &statuses, &after_at, &after_id, &limit],
         )
         .await?;
-    Ok(rows.iter().map(Job::from_row).collect())
+    rows.iter().map(Job::from_row).collect()
 }
 
 /// What [`finish`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finished {
     /// The delivery made for it, when the job had a target.
-    pub delivery_id: Option<uuid::Uuid>,
+    pub delivery_id: Option<DeliveryId>,
     /// From submission to this result.
     pub since_submitted: time::Duration,
 }
@@ -270,7 +242,7 @@ pub async fn finish_many(
         let completed_at: OffsetDateTime = row.get("completed_at");
         let since_submitted = completed_at - row.get::<_, OffsetDateTime>("created_at");
         let delivery_id = row.get::<_, Option<String>>("target").map(|target| {
-            let delivery_id = uuid::Uuid::now_v7();
+            let delivery_id = DeliveryId::new();
             deliveries.push(NewDelivery {
                 id: delivery_id,
                 job_id: *id,
@@ -313,8 +285,8 @@ impl<'a> FinishColumns<'a> {
                 categories,
                 nsfw_checked,
             } => {
-                self.statuses.push("completed");
-                self.stages.push("done");
+                self.statuses.push(JobStatus::Completed.as_str());
+                self.stages.push(JobStage::Done.as_str());
                 self.prohibited.push(Some(*is_prohibited));
                 self.reasons
                     .push(reason.as_deref().filter(|_| *is_prohibited));
@@ -324,13 +296,13 @@ impl<'a> FinishColumns<'a> {
                 self.messages.push(None);
             }
             JobOutcome::Failed { code, message } => {
-                self.statuses.push("failed");
-                self.stages.push("failed");
+                self.statuses.push(JobStatus::Failed.as_str());
+                self.stages.push(JobStage::Failed.as_str());
                 self.prohibited.push(None);
                 self.reasons.push(None);
                 self.categories.push(None);
                 self.nsfw.push(None);
-                self.codes.push(Some(code));
+                self.codes.push(Some(code.as_str()));
                 self.messages.push(Some(message));
             }
         }
@@ -354,7 +326,7 @@ pub struct ClaimedJob {
     pub account_id: AccountId,
     /// The text (a chat as `role: content` lines) or the media URL.
     pub content: String,
-    /// A chat's messages as submitted.
+    /// A chat's messages as stored; read them with [`ClaimedJob::chat_messages`].
     pub messages: Option<serde_json::Value>,
     /// Tries so far, this one included.
     pub attempts: i32,
@@ -362,6 +334,18 @@ pub struct ClaimedJob {
     pub nsfw_check: bool,
     /// The account's policy version (bumped by every change to its categories or terms).
     pub policy_version: i64,
+}
+
+impl ClaimedJob {
+    /// A chat's messages (`None` for anything but a chat). An error when the stored value is
+    /// not a list of [`ChatMessage`]s: this job can never be read, whereas the claim that
+    /// loaded it and the other jobs of its batch stand.
+    pub fn chat_messages(&self) -> Result<Option<Vec<ChatMessage>>, serde_json::Error> {
+        self.messages
+            .as_ref()
+            .map(Vec::<ChatMessage>::deserialize)
+            .transpose()
+    }
 }
 
 /// What [`claim`] did.
@@ -383,7 +367,7 @@ pub struct ClaimRequest {
     /// Whether an earlier delivery was lost, so the job may be left `processing`.
     pub redelivery: bool,
     /// The stage it starts in.
-    pub first_stage: &'static str,
+    pub first_stage: JobStage,
 }
 
 /// Claims each requested job: a queued job (or, on a redelivery, one a lost worker left
@@ -399,7 +383,7 @@ pub async fn claim_many(
 ) -> Result<Vec<Claim>, DbError> {
     let ids: Vec<uuid::Uuid> = requests.iter().map(|r| r.id.0).collect();
     let redeliveries: Vec<bool> = requests.iter().map(|r| r.redelivery).collect();
-    let stages: Vec<&str> = requests.iter().map(|r| r.first_stage).collect();
+    let stages: Vec<&str> = requests.iter().map(|r| r.first_stage.as_str()).collect();
     let rows = client
         .query_typed(
             "UPDATE jobs SET status = 'processing', stage = r.stage, attempts = attempts + 1,
@@ -476,14 +460,18 @@ pub async fn claim_many(
 }
 
 /// Moves a `processing` job to `stage` (`fetching`, `transcribing`, `classifying`).
-pub async fn set_stage(client: &impl GenericClient, id: JobId, stage: &str) -> Result<(), DbError> {
+pub async fn set_stage(
+    client: &impl GenericClient,
+    id: JobId,
+    stage: JobStage,
+) -> Result<(), DbError> {
     let stmt = client
         .prepare_cached(
             "UPDATE jobs SET stage = $2, updated_at = now()
              WHERE id = $1 AND status = 'processing'",
         )
         .await?;
-    client.execute(&stmt, &[&id.0, &stage]).await?;
+    client.execute(&stmt, &[&id.0, &stage.as_str()]).await?;
     Ok(())
 }
 

@@ -10,14 +10,14 @@
 //! second; for these joins it went stale into hashing the batch and scanning the whole table
 //! every time.
 
-use std::time::Duration;
+use std::{str::FromStr, time::Duration};
 
 pub use deadpool_postgres::{GenericClient, Pool};
 use deadpool_postgres::{Manager, ManagerConfig, RecyclingMethod, Runtime};
 /// A connection or transaction that sends statements unnamed (see the module documentation):
 /// `&**pooled` or `&*transaction`.
 pub use tokio_postgres::GenericClient as BatchClient;
-use tokio_postgres::NoTls;
+use tokio_postgres::{NoTls, Row};
 
 use crate::config::{ConfigError, DatabaseSettings};
 
@@ -48,6 +48,33 @@ pub enum DbError {
     /// Applying migrations failed.
     #[error("database migration failed")]
     Migration(#[from] refinery::Error),
+    /// A text column held a word the code does not know (see [`crate::domain`]).
+    #[error("column {column} holds {value:?}, which is not a known value")]
+    UnknownValue {
+        /// The column.
+        column: &'static str,
+        /// What it held.
+        value: String,
+    },
+}
+
+/// Reads the text column `column` of `row` as a domain word.
+fn parse_word<T: FromStr>(row: &Row, column: &'static str) -> Result<T, DbError> {
+    word(column, row.try_get(column)?)
+}
+
+/// Reads the nullable text column `column` of `row` as a domain word.
+fn parse_optional_word<T: FromStr>(row: &Row, column: &'static str) -> Result<Option<T>, DbError> {
+    row.try_get::<_, Option<&str>>(column)?
+        .map(|raw| word(column, raw))
+        .transpose()
+}
+
+fn word<T: FromStr>(column: &'static str, raw: &str) -> Result<T, DbError> {
+    raw.parse().map_err(|_| DbError::UnknownValue {
+        column,
+        value: raw.to_owned(),
+    })
 }
 
 /// Builds the connection pool. Connections are opened lazily, so this succeeds while Postgres

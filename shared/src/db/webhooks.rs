@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::{DbError, GenericClient};
 use crate::{
     crypto::{CryptoError, SealingKey},
-    domain::AccountId,
+    domain::{AccountId, SecretStatus},
     signing,
 };
 
@@ -87,6 +87,17 @@ pub struct SecretMeta {
     pub created_at: OffsetDateTime,
     /// When it stops signing (`None` for the active secret).
     pub expires_at: Option<OffsetDateTime>,
+}
+
+impl SecretMeta {
+    /// `expiring` once rotated out (it has an expiry), else `active`.
+    pub fn status(&self) -> SecretStatus {
+        if self.expires_at.is_some() {
+            SecretStatus::Expiring
+        } else {
+            SecretStatus::Active
+        }
+    }
 }
 
 /// A signing secret with its value.

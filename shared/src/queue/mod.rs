@@ -30,7 +30,7 @@ pub use backend::{AckLayer, AckService, StreamBackend};
 /// The consumer group every worker of a modality joins.
 pub const GROUP: &str = "workers";
 /// How many times a job is tried before it fails with `INTERNAL`.
-pub const MAX_TRIES: i32 = 5;
+pub const JOB_MAX_TRIES: i32 = 5;
 /// How many dead-lettered job ids each modality keeps for inspection (approximately).
 const DEAD_KEPT: usize = 10_000;
 /// Job ids per pipelined round trip when enqueuing in bulk.

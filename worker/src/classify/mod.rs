@@ -4,20 +4,13 @@
 
 use std::collections::BTreeMap;
 
+use moderation_shared::domain::ChatMessage;
+
 pub mod local;
 pub mod normalise;
 pub mod openai;
 pub mod scrub;
 pub mod terms;
-
-/// One chat message as submitted.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
-pub struct ChatMessage {
-    /// `user`, `assistant` or `system`.
-    pub role: String,
-    /// The message text.
-    pub content: String,
-}
 
 /// An enabled custom category of the account.
 #[derive(Debug, Clone, PartialEq, Eq)]

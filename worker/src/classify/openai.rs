@@ -4,10 +4,10 @@
 //! bytes; audio goes to `audio/transcriptions` and the transcript through the text check.
 //!
 //! Timeouts, 408, 429, 5xx, refusals, cut answers and answers that do not match the schema
-//! are retried with exponential backoff, [`MAX_TRIES`] tries in all, then the call fails with
-//! [`ProviderError::Unavailable`]: doubt is never a pass. Any other 4xx fails at once with
-//! [`ProviderError::Rejected`], except a rejection of the `json_schema` response format in
-//! `auto` mode, which switches the process to `json_object` with the schema.
+//! are retried with exponential backoff, [`MODEL_CALL_MAX_TRIES`] tries in all, then the call
+//! fails with [`ProviderError::Unavailable`]: doubt is never a pass. Any other 4xx fails at
+//! once with [`ProviderError::Rejected`], except a rejection of the `json_schema` response
+//! format in `auto` mode, which switches the process to `json_object` with the schema.
 //!
 //! The server is the operator's, so requests do not go through the URL guard. Request and
 //! response bodies (the content, transcripts, the model's words) are never logged.
@@ -35,7 +35,7 @@ use super::{Media, Policy, TextContent, Verdict};
 use wire::{backoff, Attempt, ChatRequest, Sent, Wire};
 
 /// Tries per call before it fails with [`ProviderError::Unavailable`].
-pub const MAX_TRIES: u32 = 5;
+pub const MODEL_CALL_MAX_TRIES: u32 = 5;
 
 /// The longest wait a server's `retry-after` can ask for; longer asks are cut to this.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
@@ -178,7 +178,7 @@ impl OpenAiProvider {
         .await
     }
 
-    /// Runs `attempt` up to [`MAX_TRIES`] times, waiting between tries.
+    /// Runs `attempt` up to [`MODEL_CALL_MAX_TRIES`] times, waiting between tries.
     async fn with_retries<T, F, Fut>(
         &self,
         endpoint: &'static str,
@@ -199,7 +199,7 @@ impl OpenAiProvider {
                 }
                 Err(Attempt::Retry { problem, wait }) => (problem, wait),
             };
-            if tried >= MAX_TRIES {
+            if tried >= MODEL_CALL_MAX_TRIES {
                 tracing::warn!(endpoint, tries = tried, %problem, "Model server gave up");
                 return Err(ProviderError::Unavailable {
                     tries: tried,

@@ -3,7 +3,7 @@
 
 use moderation_shared::{
     db::{self, jobs::ClaimedJob},
-    domain::Modality,
+    domain::{FailureCode, JobStage, Modality},
     media_hash,
 };
 
@@ -26,10 +26,12 @@ pub async fn classify(
         let bytes = media.bytes.clone();
         let length = tokio::task::spawn_blocking(move || probe::audio_duration(bytes))
             .await
-            .map_err(|_| Failure::transient("INTERNAL", "Probing the audio failed."))??;
+            .map_err(|_| {
+                Failure::transient(FailureCode::Internal, "Probing the audio failed.")
+            })??;
         if length > probe::MAX_AUDIO {
             return Err(Failure::permanent(
-                "MEDIA_TOO_LONG",
+                FailureCode::MediaTooLong,
                 "The audio is longer than 30 minutes.",
             ));
         }
@@ -42,16 +44,16 @@ pub async fn classify(
     };
     match modality {
         Modality::Image | Modality::Video => {
-            checks.set_stage(job, "classifying").await?;
+            checks.set_stage(job, JobStage::Classifying).await?;
             checks
                 .check_visual(provider, modality, &media, &policy)
                 .await
         }
         Modality::Audio => {
-            checks.set_stage(job, "transcribing").await?;
+            checks.set_stage(job, JobStage::Transcribing).await?;
             // The transcript lives only in this scope: never stored, logged or queued.
             let transcript = provider.transcribe(&media).await?;
-            checks.set_stage(job, "classifying").await?;
+            checks.set_stage(job, JobStage::Classifying).await?;
             if transcript.trim().is_empty() {
                 return Ok(local::passed(&policy.policy, false));
             }
@@ -62,7 +64,7 @@ pub async fn classify(
             checks.check_text(content, &policy).await
         }
         Modality::Text => Err(Failure::permanent(
-            "INTERNAL",
+            FailureCode::Internal,
             "A text job reached the media steps.",
         )),
     }
@@ -84,9 +86,12 @@ async fn bank_hits(
         let bytes = media.bytes.clone();
         let pdq = tokio::task::spawn_blocking(move || media_hash::pdq(&bytes))
             .await
-            .map_err(|_| Failure::transient("INTERNAL", "Hashing the image failed."))?
+            .map_err(|_| Failure::transient(FailureCode::Internal, "Hashing the image failed."))?
             .map_err(|_| {
-                Failure::permanent("MEDIA_UNSUPPORTED", "The image could not be decoded.")
+                Failure::permanent(
+                    FailureCode::MediaUnsupported,
+                    "The image could not be decoded.",
+                )
             })?;
         let entries = db::hash_bank::pdq_entries(&client, job.account_id).await?;
         hits.extend(

@@ -16,8 +16,8 @@ use moderation_shared::{
         jobs::{Claim, ClaimRequest, ClaimedJob},
         DbError, Pool,
     },
-    domain::Modality,
-    queue::{JobQueue, QueuedJob, MAX_TRIES},
+    domain::{FailureCode, JobStage, Modality},
+    queue::{JobQueue, QueuedJob, JOB_MAX_TRIES},
     telemetry,
     webhook_body::JobOutcome,
 };
@@ -88,8 +88,8 @@ pub async fn handle(job: QueuedJob, ctx: Data<JobContext>) -> Result<Handled, Jo
             // Ended like any failure, so its webhook is delivered; only one delivery of the
             // job gets past `finish`.
             let failed = JobOutcome::Failed {
-                code: "INTERNAL",
-                message: format!("The job did not complete after {MAX_TRIES} tries."),
+                code: FailureCode::Internal,
+                message: format!("The job did not complete after {JOB_MAX_TRIES} tries."),
             };
             if ctx.store.finish(job.job_id, failed).await?.is_none() {
                 return Ok(Handled::Duplicate);
@@ -117,9 +117,9 @@ pub async fn handle(job: QueuedJob, ctx: Data<JobContext>) -> Result<Handled, Jo
     .record(started.elapsed().as_secs_f64());
     let outcome = match result {
         Ok(verdict) => decided(job.modality, &claimed, verdict),
-        Err(failure) if failure.retryable && claimed.attempts < MAX_TRIES => {
+        Err(failure) if failure.retryable && claimed.attempts < JOB_MAX_TRIES => {
             tracing::info!(
-                job_id = %job.job_id, code = failure.code, attempts = claimed.attempts,
+                job_id = %job.job_id, code = %failure.code, attempts = claimed.attempts,
                 "Job failed transiently; it goes back to the queue"
             );
             let client = ctx.pool.get().await.map_err(DbError::from)?;
@@ -156,7 +156,7 @@ fn outcome_label(outcome: &JobOutcome) -> &'static str {
 
 fn count(modality: Modality, outcome: &'static str) {
     metrics::counter!(
-        telemetry::JOBS_TOTAL,
+        telemetry::WORKER_JOBS_TOTAL,
         "modality" => modality.as_str(),
         "outcome" => outcome,
     )
@@ -194,9 +194,9 @@ fn decided(modality: Modality, job: &ClaimedJob, verdict: Verdict) -> JobOutcome
 
 /// The stage a claimed job starts in: media is fetched first; text goes straight to the
 /// classifier.
-fn first_stage(modality: Modality) -> &'static str {
+fn first_stage(modality: Modality) -> JobStage {
     match modality {
-        Modality::Text => "classifying",
-        Modality::Image | Modality::Video | Modality::Audio => "fetching",
+        Modality::Text => JobStage::Classifying,
+        Modality::Image | Modality::Video | Modality::Audio => JobStage::Fetching,
     }
 }

@@ -18,7 +18,7 @@ use moderation_shared::{
         DbError, Pool,
     },
     domain::JobId,
-    queue::MAX_TRIES,
+    queue::JOB_MAX_TRIES,
     webhook_body::JobOutcome,
 };
 
@@ -75,7 +75,7 @@ impl Execute for Claims {
 
     async fn execute(&self, requests: &[ClaimRequest]) -> Result<Vec<Claim>, DbError> {
         let client = self.0.get().await?;
-        db::jobs::claim_many(&**client, requests, MAX_TRIES).await
+        db::jobs::claim_many(&**client, requests, JOB_MAX_TRIES).await
     }
 }
 

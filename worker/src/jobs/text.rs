@@ -1,21 +1,21 @@
 //! Text jobs: prompts and chats.
 
-use moderation_shared::db::jobs::ClaimedJob;
+use moderation_shared::{db::jobs::ClaimedJob, domain::FailureCode};
 
 use crate::{
     checks::Checks,
-    classify::{ChatMessage, TextContent, Verdict},
+    classify::{TextContent, Verdict},
     failure::Failure,
 };
 
 /// Classifies a claimed text job: the blocklists first, then the provider.
 pub async fn classify(checks: &Checks, job: &ClaimedJob) -> Result<Verdict, Failure> {
-    let messages: Option<Vec<ChatMessage>> = match &job.messages {
-        Some(value) => Some(serde_json::from_value(value.clone()).map_err(|_| {
-            Failure::permanent("INTERNAL", "The stored chat messages could not be read.")
-        })?),
-        None => None,
-    };
+    let messages = job.chat_messages().map_err(|_| {
+        Failure::permanent(
+            FailureCode::Internal,
+            "The stored chat messages could not be read.",
+        )
+    })?;
     let policy = checks.policy(job).await?;
     let content = TextContent {
         text: &job.content,

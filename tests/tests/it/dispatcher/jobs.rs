@@ -256,7 +256,7 @@ async fn claim(
         .map(|&id| ClaimRequest {
             id,
             redelivery: false,
-            first_stage: "classifying",
+            first_stage: moderation_shared::domain::JobStage::Classifying,
         })
         .collect();
     claim_many(&***client, &requests, 5).await.unwrap()

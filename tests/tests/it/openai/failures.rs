@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use moderation_tests::openai::{ModelReply, ModelServer};
 use moderation_worker::classify::{
-    openai::{OpenAiProvider, OpenAiSettings, Problem, ProviderError, MAX_TRIES},
+    openai::{OpenAiProvider, OpenAiSettings, Problem, ProviderError, MODEL_CALL_MAX_TRIES},
     Policy,
 };
 use serde_json::json;
@@ -29,7 +29,7 @@ async fn retried_until_unavailable(reply: ModelReply, last: Problem) {
 
     // Assert
     assert_unavailable_after_every_try(&err, &last);
-    assert_eq!(server.requests().len(), MAX_TRIES as usize);
+    assert_eq!(server.requests().len(), MODEL_CALL_MAX_TRIES as usize);
 }
 
 #[tokio::test]
@@ -95,7 +95,7 @@ async fn an_answer_missing_a_custom_category_is_retried_not_passed() {
 async fn an_answer_on_the_last_try_is_used() {
     // Arrange
     let server = ModelServer::start().await;
-    let failures = (1..MAX_TRIES).map(|_| ModelReply::Refusal);
+    let failures = (1..MODEL_CALL_MAX_TRIES).map(|_| ModelReply::Refusal);
     server.script(failures, ModelReply::Pass);
     let provider = provider(&server);
 
@@ -106,7 +106,7 @@ async fn an_answer_on_the_last_try_is_used() {
         .unwrap();
 
     // Assert
-    assert_eq!(server.requests().len(), MAX_TRIES as usize);
+    assert_eq!(server.requests().len(), MODEL_CALL_MAX_TRIES as usize);
     assert!(!verdict.prohibited);
 }
 

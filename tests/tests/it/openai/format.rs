@@ -51,7 +51,7 @@ async fn fixed_json_schema_does_not_fall_back() {
         matches!(err, ProviderError::Rejected { status: 500, .. }),
         "{err:?}"
     );
-    assert_eq!(err.code(), "CLASSIFIER_UNAVAILABLE");
+    assert_eq!(err.code().as_str(), "CLASSIFIER_UNAVAILABLE");
     assert_eq!(server.requests().len(), 1);
 }
 

@@ -10,7 +10,7 @@ mod text;
 
 use moderation_tests::openai::{ModelRequest, ModelServer};
 use moderation_worker::classify::{
-    openai::{OpenAiProvider, OpenAiSettings, Problem, ProviderError, MAX_TRIES},
+    openai::{OpenAiProvider, OpenAiSettings, Problem, ProviderError, MODEL_CALL_MAX_TRIES},
     CustomCategory, Media, Policy, TextContent,
 };
 use serde_json::Value;
@@ -85,10 +85,10 @@ fn required(schema: &Value) -> Vec<&str> {
 fn assert_unavailable_after_every_try(err: &ProviderError, last: &Problem) {
     match err {
         ProviderError::Unavailable { tries, last: got } => {
-            assert_eq!(*tries, MAX_TRIES);
+            assert_eq!(*tries, MODEL_CALL_MAX_TRIES);
             assert_eq!(got, last);
         }
         other => panic!("expected Unavailable, got {other:?}"),
     }
-    assert_eq!(err.code(), "CLASSIFIER_UNAVAILABLE");
+    assert_eq!(err.code().as_str(), "CLASSIFIER_UNAVAILABLE");
 }

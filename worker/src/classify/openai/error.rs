@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use moderation_shared::domain::FailureCode;
+
 /// One failed try that another try may fix.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Problem {
@@ -75,8 +77,8 @@ fn server_code(code: &Option<String>) -> String {
 
 impl ProviderError {
     /// The contract's error code for the job: always `CLASSIFIER_UNAVAILABLE`.
-    pub fn code(&self) -> &'static str {
-        "CLASSIFIER_UNAVAILABLE"
+    pub fn code(&self) -> FailureCode {
+        FailureCode::ClassifierUnavailable
     }
 
     /// A sentence for the client, without internal detail.
