@@ -9,6 +9,8 @@ pub mod settings;
 
 use std::{future::Future, sync::Arc, time::Duration};
 
+use time::OffsetDateTime;
+
 use moderation_shared::{
     clock,
     db::{
@@ -231,11 +233,6 @@ impl Core {
 
     /// One attempt: sign, send, record, schedule.
     async fn attempt(&self, delivery: Claimed) {
-        let started_at = clock::now();
-        let lateness = (started_at - delivery.scheduled_at)
-            .as_seconds_f64()
-            .max(0.0);
-        metrics::histogram!(telemetry::WEBHOOK_LATENESS_SECONDS).record(lateness);
         let secrets = match self.secrets(&delivery).await {
             Ok(secrets) => secrets,
             Err(err) => {
@@ -244,6 +241,13 @@ impl Core {
                 return;
             }
         };
+        // The attempt starts when the request does, so its recorded start and duration end
+        // where the next delay begins.
+        let started_at = clock::now();
+        let lateness = (started_at - delivery.scheduled_at)
+            .as_seconds_f64()
+            .max(0.0);
+        metrics::histogram!(telemetry::WEBHOOK_LATENESS_SECONDS).record(lateness);
         let (outcome, duration) = self
             .sender
             .send(
@@ -254,6 +258,7 @@ impl Core {
                 &delivery.body,
             )
             .await;
+        let ended_at = clock::now();
         let (status_code, error, body, next) = match &outcome {
             Outcome::Acknowledged { status, body } => (
                 Some(i32::from(*status)),
@@ -265,9 +270,14 @@ impl Core {
                 Some(i32::from(*status)),
                 None,
                 Some(body.as_str()),
-                self.retry(&delivery),
+                self.retry(&delivery, ended_at),
             ),
-            Outcome::Failed { error } => (None, Some(error.clone()), None, self.retry(&delivery)),
+            Outcome::Failed { error } => (
+                None,
+                Some(error.clone()),
+                None,
+                self.retry(&delivery, ended_at),
+            ),
             Outcome::Undeliverable { reason } => (
                 None,
                 Some(reason.to_string()),
@@ -312,11 +322,12 @@ impl Core {
         i32::try_from(self.settings.schedule.attempts()).unwrap_or(i32::MAX)
     }
 
-    fn retry(&self, delivery: &Claimed) -> NextStep {
+    /// The step after a failed attempt that ended at `ended_at`.
+    fn retry(&self, delivery: &Claimed, ended_at: OffsetDateTime) -> NextStep {
         match self
             .settings
             .schedule
-            .next_after(delivery.attempt, delivery.scheduled_at)
+            .next_after(delivery.attempt, ended_at)
         {
             Some(at) => NextStep::RetryAt(at),
             None => NextStep::Abandoned,

@@ -51,12 +51,13 @@ impl Schedule {
         self.delays.len()
     }
 
-    /// When attempt `attempt + 1` is due, given that attempt `attempt` (1-based) was scheduled
-    /// at `scheduled_at`; `None` after the last attempt. Lateness does not push the schedule:
-    /// it is measured from when each attempt was due.
-    pub fn next_after(&self, attempt: i32, scheduled_at: OffsetDateTime) -> Option<OffsetDateTime> {
+    /// When attempt `attempt + 1` is due, given that attempt `attempt` (1-based) ended at
+    /// `ended_at`; `None` after the last attempt. Each retry waits its whole delay from when the
+    /// previous attempt actually ended, so a dispatcher that was down or behind never fires the
+    /// overdue retries of a failing receiver in a burst.
+    pub fn next_after(&self, attempt: i32, ended_at: OffsetDateTime) -> Option<OffsetDateTime> {
         let next = usize::try_from(attempt).ok()?;
-        self.delays.get(next).map(|delay| scheduled_at + *delay)
+        self.delays.get(next).map(|delay| ended_at + *delay)
     }
 }
 
