@@ -26,10 +26,10 @@ use time::{format_description::well_known, Date, Duration, OffsetDateTime, Time}
 use tokio_postgres::RowStream;
 use utoipa::IntoParams;
 
+use super::resource;
 use crate::{
     auth::Principal,
     error::{ApiError, ErrorBody},
-    startup::resource,
     state::AppState,
 };
 

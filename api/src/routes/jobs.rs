@@ -19,10 +19,10 @@ use utoipa::{
 };
 use uuid::Uuid;
 
+use super::resource;
 use crate::{
     auth::Principal,
     error::{ApiError, ErrorBody},
-    startup::resource,
     state::AppState,
 };
 

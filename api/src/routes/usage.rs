@@ -12,10 +12,10 @@ use serde::{Deserialize, Serialize};
 use time::{Duration, OffsetDateTime, Time, UtcOffset};
 use utoipa::{IntoParams, ToSchema};
 
+use super::resource;
 use crate::{
     auth::Principal,
     error::{ApiError, ErrorBody},
-    startup::resource,
     state::AppState,
 };
 
