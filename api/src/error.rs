@@ -123,6 +123,12 @@ impl ApiError {
     }
 }
 
+impl From<deadpool_postgres::PoolError> for ApiError {
+    fn from(err: deadpool_postgres::PoolError) -> Self {
+        ApiError::unavailable(err)
+    }
+}
+
 impl From<DbError> for ApiError {
     fn from(err: DbError) -> Self {
         match err {

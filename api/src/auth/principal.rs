@@ -72,7 +72,7 @@ impl Authenticator {
 
     /// Looks the key of `hash` up in Postgres (and caches it when found).
     pub async fn lookup(&self, hash: &[u8; 32]) -> Result<Option<Arc<KeyPrincipal>>, ApiError> {
-        let client = self.pool.get().await.map_err(ApiError::unavailable)?;
+        let client = self.pool.get().await?;
         let Some(found) = api_keys::find_principal(&client, hash).await? else {
             return Ok(None);
         };

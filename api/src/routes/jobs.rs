@@ -42,7 +42,7 @@ fn not_found() -> ApiError {
 }
 
 async fn load(state: &AppState, principal: &Principal, id: Uuid) -> Result<Job, ApiError> {
-    let client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let client = state.pool.get().await?;
     jobs::get(&client, principal.account_id, JobId(id))
         .await?
         .ok_or_else(not_found)
@@ -235,7 +235,7 @@ pub(crate) async fn list_jobs(
         )));
     }
     let after = query.cursor.as_deref().map(decode_cursor).transpose()?;
-    let client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let client = state.pool.get().await?;
     // One more than asked tells whether another page exists.
     let mut found = jobs::list(&client, principal.account_id, &statuses, after, limit + 1).await?;
     let next_cursor = if found.len() as i64 > limit {

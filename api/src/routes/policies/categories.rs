@@ -115,7 +115,7 @@ pub(crate) async fn list(
     state: web::Data<AppState>,
     principal: Principal,
 ) -> Result<HttpResponse, ApiError> {
-    let client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let client = state.pool.get().await?;
     let rows = custom_categories::list(&client, principal.account_id).await?;
     let categories: Vec<CategoryView> = rows.into_iter().map(CategoryView::from).collect();
     Ok(HttpResponse::Ok().json(CategoryList { categories }))
@@ -145,7 +145,7 @@ pub(crate) async fn create(
         keywords: &keywords,
         enabled: body.enabled.unwrap_or(true),
     };
-    let mut client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let mut client = state.pool.get().await?;
     let tx = client.transaction().await.map_err(DbError::from)?;
     match custom_categories::insert(&tx, principal.account_id, &new).await? {
         Inserted::Created(row) => {
@@ -195,7 +195,7 @@ pub(crate) async fn change(
         keywords: keywords.as_deref(),
         enabled: body.enabled,
     };
-    let mut client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let mut client = state.pool.get().await?;
     let tx = client.transaction().await.map_err(DbError::from)?;
     let row = custom_categories::update(&tx, principal.account_id, id, &change)
         .await?
@@ -218,7 +218,7 @@ pub(crate) async fn delete(
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_id(&id)?;
-    let mut client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let mut client = state.pool.get().await?;
     let tx = client.transaction().await.map_err(DbError::from)?;
     if !custom_categories::delete(&tx, principal.account_id, id).await? {
         return Err(not_found());

@@ -78,7 +78,7 @@ pub(crate) async fn report(
     }
     let identifier = state.registry_key.identify(&hash);
     let now = clock::now();
-    let client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let client = state.pool.get().await?;
     let outcome = registry_entries::report(
         &client,
         &Report {
@@ -114,7 +114,7 @@ pub(crate) async fn get(
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_id(&id)?;
-    let client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let client = state.pool.get().await?;
     let entry = registry_entries::get_own(&client, principal.account_id, id)
         .await?
         .ok_or_else(not_found)?;
@@ -155,7 +155,7 @@ pub(crate) async fn list(
             ApiError::InvalidRequest("cursor is not one this endpoint returned".to_owned())
         })?),
     };
-    let client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let client = state.pool.get().await?;
     // One more than asked says whether another page exists.
     let mut page =
         registry_entries::list_own(&client, principal.account_id, after, i64::from(limit) + 1)
@@ -202,7 +202,7 @@ pub(crate) async fn revoke(
     let id = parse_id(&id)?;
     validate_text("reason", &body.reason).map_err(ApiError::InvalidRequest)?;
     let now = clock::now();
-    let client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let client = state.pool.get().await?;
     let entry = registry_entries::revoke_own(&client, principal.account_id, id, &body.reason, now)
         .await?
         .ok_or_else(not_found)?;
