@@ -111,9 +111,9 @@ pub(crate) async fn report(
 pub(crate) async fn get(
     state: web::Data<AppState>,
     principal: Principal,
-    id: web::Path<String>,
+    id: web::Path<RegistryEntryId>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = parse_id(&id)?;
+    let id = id.into_inner();
     let client = state.pool.get().await?;
     let entry = registry_entries::get_own(&client, principal.account_id, id)
         .await?
@@ -196,10 +196,10 @@ pub(crate) struct RevokeBody {
 pub(crate) async fn revoke(
     state: web::Data<AppState>,
     principal: Principal,
-    id: web::Path<String>,
+    id: web::Path<RegistryEntryId>,
     body: web::Json<RevokeBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = parse_id(&id)?;
+    let id = id.into_inner();
     validate_text("reason", &body.reason).map_err(ApiError::InvalidRequest)?;
     let now = clock::now();
     let client = state.pool.get().await?;
@@ -207,11 +207,6 @@ pub(crate) async fn revoke(
         .await?
         .ok_or_else(not_found)?;
     Ok(HttpResponse::Ok().json(entry.view(now)))
-}
-
-fn parse_id(id: &str) -> Result<RegistryEntryId, ApiError> {
-    id.parse()
-        .map_err(|_| ApiError::InvalidRequest("the entry id must be a UUID".to_owned()))
 }
 
 fn not_found() -> ApiError {
