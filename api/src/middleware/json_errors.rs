@@ -8,7 +8,7 @@ use actix_web::{
     HttpResponse,
 };
 
-use crate::error::{body_for_status, ErrorBody};
+use crate::error::{ErrorBody, ErrorCode};
 
 /// Rewrites any error response that is not already JSON (the framework's 404, 405, 413,
 /// payload errors and so on) into the contract's error body.
@@ -26,7 +26,7 @@ pub async fn json_errors(
     if !(status.is_client_error() || status.is_server_error()) || is_json {
         return Ok(res.map_into_left_body());
     }
-    let (code, message) = body_for_status(status);
+    let code = ErrorCode::for_status(status);
     let (req, old) = res.into_parts();
     let mut replacement = HttpResponse::build(status);
     for (name, value) in old.headers() {
@@ -35,8 +35,8 @@ pub async fn json_errors(
         }
     }
     let replacement = replacement.json(ErrorBody {
-        error: code,
-        message: message.to_owned(),
+        error: code.as_str(),
+        message: code.default_message().to_owned(),
         status_code: status.as_u16(),
         job_id: None,
     });
