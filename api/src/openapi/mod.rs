@@ -1,10 +1,10 @@
 //! The OpenAPI 3.1 document served at `GET /api/v1/openapi.json`.
 //!
 //! Operations and schemas come from the handlers (`#[utoipa::path]`, `ToSchema`); the five
-//! submissions are described by [`submissions::document`]. What every operation shares is added
+//! submissions are described by `submissions::document`. What every operation shares is added
 //! here from the one access table, [`ENDPOINTS`]: its security requirement (the scope as the
 //! requirement's role) and the errors the middleware answers before a handler runs
-//! ([`responses`]).
+//! (`responses`).
 //!
 //! The document reads the routes; the routes never read it.
 
