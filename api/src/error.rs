@@ -94,23 +94,161 @@ pub struct ErrorBody {
     pub job_id: Option<Uuid>,
 }
 
-impl ApiError {
-    /// The stable code of the body.
-    pub fn code(&self) -> &'static str {
+/// The stable codes of the contract's error body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    /// `INVALID_REQUEST`, 400.
+    InvalidRequest,
+    /// `UNAUTHORIZED`, 401.
+    Unauthorized,
+    /// `FORBIDDEN`, 403.
+    Forbidden,
+    /// `ACCOUNT_TERMINATED`, 403.
+    AccountTerminated,
+    /// `NOT_FOUND`, 404.
+    NotFound,
+    /// `METHOD_NOT_ALLOWED`, 405.
+    MethodNotAllowed,
+    /// `CONFLICT`, 409.
+    Conflict,
+    /// `PAYLOAD_TOO_LARGE`, 413.
+    PayloadTooLarge,
+    /// `UNSUPPORTED_MEDIA_TYPE`, 415.
+    UnsupportedMediaType,
+    /// `RATE_LIMITED`, 429.
+    RateLimited,
+    /// `QUOTA_EXCEEDED`, 429.
+    QuotaExceeded,
+    /// `SERVICE_UNAVAILABLE`, 503.
+    ServiceUnavailable,
+    /// `INTERNAL_ERROR`, 500.
+    Internal,
+}
+
+impl ErrorCode {
+    /// The codes a bare status produced by the framework can be answered with, first match
+    /// wins: a status shared by two codes gets the general one.
+    const FOR_BARE_STATUS: [ErrorCode; 11] = [
+        ErrorCode::InvalidRequest,
+        ErrorCode::Unauthorized,
+        ErrorCode::Forbidden,
+        ErrorCode::NotFound,
+        ErrorCode::MethodNotAllowed,
+        ErrorCode::Conflict,
+        ErrorCode::PayloadTooLarge,
+        ErrorCode::UnsupportedMediaType,
+        ErrorCode::RateLimited,
+        ErrorCode::ServiceUnavailable,
+        ErrorCode::Internal,
+    ];
+
+    /// The one table: each code's text, its status, and the message of a bare status answered
+    /// with it.
+    fn row(self) -> (&'static str, StatusCode, &'static str) {
         match self {
-            ApiError::InvalidRequest(_) => "INVALID_REQUEST",
-            ApiError::Unauthorized(_) => "UNAUTHORIZED",
-            ApiError::Forbidden(_) => "FORBIDDEN",
-            ApiError::AccountTerminated => "ACCOUNT_TERMINATED",
-            ApiError::NotFound(_) => "NOT_FOUND",
-            ApiError::MethodNotAllowed => "METHOD_NOT_ALLOWED",
-            ApiError::Conflict(_) => "CONFLICT",
-            ApiError::PayloadTooLarge(_) => "PAYLOAD_TOO_LARGE",
-            ApiError::UnsupportedMediaType(_) => "UNSUPPORTED_MEDIA_TYPE",
-            ApiError::RateLimited { .. } => "RATE_LIMITED",
-            ApiError::QuotaExceeded { .. } => "QUOTA_EXCEEDED",
-            ApiError::ServiceUnavailable { .. } => "SERVICE_UNAVAILABLE",
-            ApiError::Internal(_) => "INTERNAL_ERROR",
+            Self::InvalidRequest => (
+                "INVALID_REQUEST",
+                StatusCode::BAD_REQUEST,
+                "the request could not be understood",
+            ),
+            Self::Unauthorized => (
+                "UNAUTHORIZED",
+                StatusCode::UNAUTHORIZED,
+                "authentication required",
+            ),
+            Self::Forbidden => ("FORBIDDEN", StatusCode::FORBIDDEN, "forbidden"),
+            Self::AccountTerminated => (
+                "ACCOUNT_TERMINATED",
+                StatusCode::FORBIDDEN,
+                "this account was terminated by an administrator",
+            ),
+            Self::NotFound => ("NOT_FOUND", StatusCode::NOT_FOUND, "no such resource"),
+            Self::MethodNotAllowed => (
+                "METHOD_NOT_ALLOWED",
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method not allowed for this resource",
+            ),
+            Self::Conflict => ("CONFLICT", StatusCode::CONFLICT, "conflict"),
+            Self::PayloadTooLarge => (
+                "PAYLOAD_TOO_LARGE",
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "the request body is too large",
+            ),
+            Self::UnsupportedMediaType => (
+                "UNSUPPORTED_MEDIA_TYPE",
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported content type",
+            ),
+            Self::RateLimited => (
+                "RATE_LIMITED",
+                StatusCode::TOO_MANY_REQUESTS,
+                "too many requests",
+            ),
+            Self::QuotaExceeded => (
+                "QUOTA_EXCEEDED",
+                StatusCode::TOO_MANY_REQUESTS,
+                "the daily quota is used up",
+            ),
+            Self::ServiceUnavailable => (
+                "SERVICE_UNAVAILABLE",
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the service is temporarily unavailable; retry later",
+            ),
+            Self::Internal => (
+                "INTERNAL_ERROR",
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal error",
+            ),
+        }
+    }
+
+    /// The code as the body writes it.
+    pub fn as_str(self) -> &'static str {
+        self.row().0
+    }
+
+    /// The status it is answered with.
+    pub fn status(self) -> StatusCode {
+        self.row().1
+    }
+
+    /// What the body says when this code answers a bare status (one with no `ApiError`
+    /// behind it).
+    pub fn default_message(self) -> &'static str {
+        self.row().2
+    }
+
+    /// The code of a bare status produced by the framework: the first code of its status, else
+    /// `INTERNAL_ERROR` for a 5xx and `INVALID_REQUEST` for anything else.
+    pub fn for_status(status: StatusCode) -> Self {
+        Self::FOR_BARE_STATUS
+            .into_iter()
+            .find(|code| code.status() == status)
+            .unwrap_or(if status.is_server_error() {
+                ErrorCode::Internal
+            } else {
+                ErrorCode::InvalidRequest
+            })
+    }
+}
+
+impl ApiError {
+    /// The stable code of the body (which also gives the status).
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            ApiError::InvalidRequest(_) => ErrorCode::InvalidRequest,
+            ApiError::Unauthorized(_) => ErrorCode::Unauthorized,
+            ApiError::Forbidden(_) => ErrorCode::Forbidden,
+            ApiError::AccountTerminated => ErrorCode::AccountTerminated,
+            ApiError::NotFound(_) => ErrorCode::NotFound,
+            ApiError::MethodNotAllowed => ErrorCode::MethodNotAllowed,
+            ApiError::Conflict(_) => ErrorCode::Conflict,
+            ApiError::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
+            ApiError::UnsupportedMediaType(_) => ErrorCode::UnsupportedMediaType,
+            ApiError::RateLimited { .. } => ErrorCode::RateLimited,
+            ApiError::QuotaExceeded { .. } => ErrorCode::QuotaExceeded,
+            ApiError::ServiceUnavailable { .. } => ErrorCode::ServiceUnavailable,
+            ApiError::Internal(_) => ErrorCode::Internal,
         }
     }
 
@@ -120,6 +258,12 @@ impl ApiError {
             job_id: None,
             source: Some(source.into()),
         }
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for ApiError {
+    fn from(err: deadpool_postgres::PoolError) -> Self {
+        ApiError::unavailable(err)
     }
 }
 
@@ -134,21 +278,7 @@ impl From<DbError> for ApiError {
 
 impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
-        match self {
-            ApiError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
-            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden(_) | ApiError::AccountTerminated => StatusCode::FORBIDDEN,
-            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
-            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::Conflict(_) => StatusCode::CONFLICT,
-            ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ApiError::RateLimited { .. } | ApiError::QuotaExceeded { .. } => {
-                StatusCode::TOO_MANY_REQUESTS
-            }
-            ApiError::ServiceUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        }
+        self.code().status()
     }
 
     fn error_response(&self) -> HttpResponse {
@@ -177,31 +307,11 @@ impl ResponseError for ApiError {
             response.insert_header((header::RETRY_AFTER, (*retry_after).max(1).to_string()));
         }
         response.json(ErrorBody {
-            error: self.code(),
+            error: self.code().as_str(),
             message,
             status_code: status.as_u16(),
             job_id,
         })
-    }
-}
-
-/// The code and message of the contract body for a bare status produced by the framework.
-pub fn body_for_status(status: StatusCode) -> (&'static str, &'static str) {
-    match status.as_u16() {
-        401 => ("UNAUTHORIZED", "authentication required"),
-        403 => ("FORBIDDEN", "forbidden"),
-        404 => ("NOT_FOUND", "no such resource"),
-        405 => ("METHOD_NOT_ALLOWED", "method not allowed for this resource"),
-        409 => ("CONFLICT", "conflict"),
-        413 => ("PAYLOAD_TOO_LARGE", "the request body is too large"),
-        415 => ("UNSUPPORTED_MEDIA_TYPE", "unsupported content type"),
-        429 => ("RATE_LIMITED", "too many requests"),
-        503 => (
-            "SERVICE_UNAVAILABLE",
-            "the service is temporarily unavailable; retry later",
-        ),
-        500..=599 => ("INTERNAL_ERROR", "internal error"),
-        _ => ("INVALID_REQUEST", "the request could not be understood"),
     }
 }
 
@@ -232,4 +342,36 @@ pub fn query_error(err: QueryPayloadError, _req: &HttpRequest) -> actix_web::Err
 /// Error handler for `web::Path` extractors.
 pub fn path_error(err: PathError, _req: &HttpRequest) -> actix_web::Error {
     ApiError::InvalidRequest(format!("invalid path parameter: {err}")).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bare_status_gets_the_general_code_of_its_status() {
+        let code =
+            |status: u16| ErrorCode::for_status(StatusCode::from_u16(status).unwrap()).as_str();
+
+        assert_eq!(code(400), "INVALID_REQUEST");
+        assert_eq!(code(403), "FORBIDDEN");
+        assert_eq!(code(408), "INVALID_REQUEST");
+        assert_eq!(code(429), "RATE_LIMITED");
+        assert_eq!(code(502), "INTERNAL_ERROR");
+        assert_eq!(code(503), "SERVICE_UNAVAILABLE");
+    }
+
+    #[test]
+    fn an_error_is_answered_with_the_status_of_its_code() {
+        let terminated = ApiError::AccountTerminated;
+        let quota = ApiError::QuotaExceeded {
+            message: String::new(),
+            retry_after: 1,
+        };
+
+        assert_eq!(terminated.status_code(), StatusCode::FORBIDDEN);
+        assert_eq!(terminated.code().as_str(), "ACCOUNT_TERMINATED");
+        assert_eq!(quota.status_code(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(quota.code().as_str(), "QUOTA_EXCEEDED");
+    }
 }

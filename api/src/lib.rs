@@ -6,7 +6,6 @@
 pub mod auth;
 pub mod client_ip;
 pub mod error;
-pub mod gate;
 pub mod intake;
 pub mod limits;
 pub mod middleware;

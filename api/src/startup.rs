@@ -7,7 +7,7 @@ use moderation_shared::{db, queue::JobQueue, redis_conn::RedisConn, telemetry};
 
 use crate::{
     auth::{self, Authenticator},
-    error::{self, ApiError},
+    error,
     intake::Intake,
     limits::{in_flight::InFlight, Limiter},
     middleware, openapi, routes,
@@ -63,6 +63,13 @@ impl Application {
             App::new()
                 .app_data(state.clone())
                 .configure(configure)
+                // Actix runs the last-wrapped middleware first: a request meets these from the
+                // bottom up. `observe` is outermost so it ids, logs and times every answer,
+                // refusals and panics included; `json_errors` gives the contract's body to the
+                // framework's non-JSON errors from everything inside it; `catch_panic` turns a
+                // panic below it into a 500 before it unwinds through the others; `authenticate`
+                // is innermost, next to the handlers it guards, and reads the route `observe`
+                // matched.
                 .wrap(from_fn(auth::authenticate))
                 .wrap(from_fn(middleware::catch_panic))
                 .wrap(from_fn(middleware::json_errors))
@@ -99,11 +106,13 @@ pub fn configure_extractors(cfg: &mut web::ServiceConfig) {
 /// Registers every route. Each route here has a row in [`auth::ENDPOINTS`].
 pub fn configure(cfg: &mut web::ServiceConfig) {
     configure_extractors(cfg);
-    cfg.service(resource("/health").route(web::get().to(routes::health::health)))
-        .service(resource("/metrics").route(web::get().to(routes::health::metrics)))
+    cfg.service(routes::resource("/health").route(web::get().to(routes::health::health)))
+        .service(routes::resource("/metrics").route(web::get().to(routes::health::metrics)))
         .service(
             web::scope(auth::API_PREFIX)
-                .service(resource("/openapi.json").route(web::get().to(openapi::openapi_json)))
+                .service(
+                    routes::resource("/openapi.json").route(web::get().to(openapi::openapi_json)),
+                )
                 .configure(routes::me::configure)
                 .configure(routes::submissions::configure)
                 .configure(routes::jobs::configure)
@@ -114,18 +123,5 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .configure(routes::policies::configure),
         )
         .configure(routes::webhooks::configure_root)
-        .default_service(web::to(not_found));
-}
-
-/// A resource answering 405 (not the app's 404) for a method it has no route for.
-pub fn resource(path: &str) -> actix_web::Resource {
-    web::resource(path).default_service(web::to(method_not_allowed))
-}
-
-async fn method_not_allowed() -> Result<actix_web::HttpResponse, ApiError> {
-    Err(ApiError::MethodNotAllowed)
-}
-
-async fn not_found() -> Result<actix_web::HttpResponse, ApiError> {
-    Err(ApiError::NotFound("no such resource".to_owned()))
+        .default_service(web::to(routes::not_found));
 }

@@ -7,7 +7,7 @@ use moderation_shared::{
 };
 
 use crate::{
-    auth::Authenticator,
+    auth::principal::Authenticator,
     client_ip::TrustedProxies,
     intake::Intake,
     limits::{in_flight::InFlight, Limiter},

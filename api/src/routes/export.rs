@@ -26,10 +26,10 @@ use time::{format_description::well_known, Date, Duration, OffsetDateTime, Time}
 use tokio_postgres::RowStream;
 use utoipa::IntoParams;
 
+use super::resource;
 use crate::{
     auth::Principal,
     error::{ApiError, ErrorBody},
-    startup::resource,
     state::AppState,
 };
 
@@ -85,7 +85,7 @@ pub async fn export(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
     let (from, to) = window(query.from.as_deref(), query.to.as_deref())?;
-    let client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let client = state.pool.get().await?;
     let names = job_reports::key_names(&client, principal.account_id).await?;
     let rows = job_reports::export_rows(&client, principal.account_id, from, to).await?;
     let body = futures_util::stream::unfold(

@@ -17,12 +17,11 @@ use utoipa::{
     },
     IntoParams, ToSchema,
 };
-use uuid::Uuid;
 
+use super::resource;
 use crate::{
     auth::Principal,
     error::{ApiError, ErrorBody},
-    startup::resource,
     state::AppState,
 };
 
@@ -41,9 +40,9 @@ fn not_found() -> ApiError {
     ApiError::NotFound("no such job".to_owned())
 }
 
-async fn load(state: &AppState, principal: &Principal, id: Uuid) -> Result<Job, ApiError> {
-    let client = state.pool.get().await.map_err(ApiError::unavailable)?;
-    jobs::get(&client, principal.account_id, JobId(id))
+async fn load(state: &AppState, principal: &Principal, id: JobId) -> Result<Job, ApiError> {
+    let client = state.pool.get().await?;
+    jobs::get(&client, principal.account_id, id)
         .await?
         .ok_or_else(not_found)
 }
@@ -58,7 +57,7 @@ async fn load(state: &AppState, principal: &Principal, id: Uuid) -> Result<Job, 
 pub(crate) async fn get_job(
     state: web::Data<AppState>,
     principal: Principal,
-    id: web::Path<Uuid>,
+    id: web::Path<JobId>,
 ) -> Result<HttpResponse, ApiError> {
     let job = load(&state, &principal, id.into_inner()).await?;
     Ok(HttpResponse::Ok().json(JobView::from(job)))
@@ -91,7 +90,7 @@ pub struct Progress {
 pub(crate) async fn get_progress(
     state: web::Data<AppState>,
     principal: Principal,
-    id: web::Path<Uuid>,
+    id: web::Path<JobId>,
 ) -> Result<HttpResponse, ApiError> {
     let job = load(&state, &principal, id.into_inner()).await?;
     Ok(HttpResponse::Ok().json(Progress {
@@ -235,7 +234,7 @@ pub(crate) async fn list_jobs(
         )));
     }
     let after = query.cursor.as_deref().map(decode_cursor).transpose()?;
-    let client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let client = state.pool.get().await?;
     // One more than asked tells whether another page exists.
     let mut found = jobs::list(&client, principal.account_id, &statuses, after, limit + 1).await?;
     let next_cursor = if found.len() as i64 > limit {

@@ -5,7 +5,8 @@ use moderation_shared::domain::{AccountId, ApiKeyId};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::{auth::Principal, startup::resource};
+use super::resource;
+use crate::auth::Principal;
 
 /// Registers the route under the `/api/v1` scope.
 pub fn configure(cfg: &mut web::ServiceConfig) {

@@ -1,4 +1,10 @@
-//! HTTP handlers, one module per resource.
+//! HTTP handlers, one module per resource, and the helpers every resource registers with.
+//!
+//! Routes import nothing above them: `startup` registers them, and `openapi` documents them.
+
+use actix_web::{web, HttpResponse, Resource};
+
+use crate::error::ApiError;
 
 pub mod export;
 pub mod health;
@@ -9,3 +15,17 @@ pub mod registry;
 pub mod submissions;
 pub mod usage;
 pub mod webhooks;
+
+/// A resource answering 405 (not the app's 404) for a method it has no route for.
+pub fn resource(path: &str) -> Resource {
+    web::resource(path).default_service(web::to(method_not_allowed))
+}
+
+async fn method_not_allowed() -> Result<HttpResponse, ApiError> {
+    Err(ApiError::MethodNotAllowed)
+}
+
+/// Answers a path no resource has (the app's default service).
+pub async fn not_found() -> Result<HttpResponse, ApiError> {
+    Err(ApiError::NotFound("no such resource".to_owned()))
+}

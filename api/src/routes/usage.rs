@@ -12,10 +12,10 @@ use serde::{Deserialize, Serialize};
 use time::{Duration, OffsetDateTime, Time, UtcOffset};
 use utoipa::{IntoParams, ToSchema};
 
+use super::resource;
 use crate::{
     auth::Principal,
     error::{ApiError, ErrorBody},
-    startup::resource,
     state::AppState,
 };
 
@@ -158,7 +158,7 @@ pub async fn volume(
     let (Some(&first), Some(&last)) = (starts.first(), starts.last()) else {
         return Err(ApiError::Internal(anyhow::anyhow!("empty usage series")));
     };
-    let client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let client = state.pool.get().await?;
     let counts =
         job_reports::volume(&client, principal.account_id, unit, first, last + length).await?;
     let mut data: Vec<Point> = starts

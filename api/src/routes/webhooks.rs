@@ -12,10 +12,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use super::resource;
 use crate::{
     auth::Principal,
     error::{ApiError, ErrorBody},
-    startup::resource,
     state::AppState,
 };
 
@@ -136,7 +136,7 @@ pub(crate) async fn register(
         .await
         .map_err(|e| ApiError::InvalidRequest(format!("url: {e}")))?;
     let url = checked.url.to_string();
-    let client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let client = state.pool.get().await?;
     let updated_at = webhooks::set_url(&client, principal.account_id, &url).await?;
     Ok(HttpResponse::Ok().json(Registered {
         url,
@@ -151,7 +151,7 @@ pub(crate) async fn current(
     state: web::Data<AppState>,
     principal: Principal,
 ) -> Result<HttpResponse, ApiError> {
-    let client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let client = state.pool.get().await?;
     let url = webhooks::get_url(&client, principal.account_id).await?;
     Ok(HttpResponse::Ok().json(CurrentUrl { url }))
 }
@@ -163,7 +163,7 @@ pub(crate) async fn clear(
     state: web::Data<AppState>,
     principal: Principal,
 ) -> Result<HttpResponse, ApiError> {
-    let client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let client = state.pool.get().await?;
     webhooks::clear_url(&client, principal.account_id).await?;
     Ok(HttpResponse::NoContent().finish())
 }
@@ -176,7 +176,7 @@ pub(crate) async fn list_secrets(
     state: web::Data<AppState>,
     principal: Principal,
 ) -> Result<HttpResponse, ApiError> {
-    let client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let client = state.pool.get().await?;
     let secrets =
         webhooks::signing_secrets(&client, &state.encryption_key, principal.account_id).await?;
     let listed = secrets
@@ -211,7 +211,7 @@ pub(crate) async fn reveal(
     state: web::Data<AppState>,
     principal: Principal,
 ) -> Result<HttpResponse, ApiError> {
-    let client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let client = state.pool.get().await?;
     let secrets =
         webhooks::signing_secrets(&client, &state.encryption_key, principal.account_id).await?;
     let active = secrets
@@ -228,7 +228,7 @@ pub(crate) async fn rotate(
     state: web::Data<AppState>,
     principal: Principal,
 ) -> Result<HttpResponse, ApiError> {
-    let mut client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let mut client = state.pool.get().await?;
     let tx = client
         .transaction()
         .await

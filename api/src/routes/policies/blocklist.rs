@@ -43,7 +43,7 @@ pub(crate) async fn list(
     state: web::Data<AppState>,
     principal: Principal,
 ) -> Result<HttpResponse, ApiError> {
-    let client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let client = state.pool.get().await?;
     let terms = blocklist::terms(&client, principal.account_id).await?;
     Ok(whole_list(terms))
 }
@@ -63,7 +63,7 @@ pub(crate) async fn add(
     body: web::Json<TermsBody>,
 ) -> Result<HttpResponse, ApiError> {
     let terms = clean_terms("terms", body.into_inner().terms, 1, MAX_PER_CALL)?;
-    let mut client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let mut client = state.pool.get().await?;
     let tx = client.transaction().await.map_err(DbError::from)?;
     match blocklist::add(&tx, principal.account_id, &terms).await? {
         Added::Stored(stored) => {
@@ -93,7 +93,7 @@ pub(crate) async fn remove(
     body: web::Json<TermsBody>,
 ) -> Result<HttpResponse, ApiError> {
     let terms = clean_terms("terms", body.into_inner().terms, 1, MAX_PER_CALL)?;
-    let mut client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let mut client = state.pool.get().await?;
     let tx = client.transaction().await.map_err(DbError::from)?;
     let removed = blocklist::remove(&tx, principal.account_id, &terms).await?;
     let all = blocklist::terms(&tx, principal.account_id).await?;

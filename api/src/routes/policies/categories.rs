@@ -115,7 +115,7 @@ pub(crate) async fn list(
     state: web::Data<AppState>,
     principal: Principal,
 ) -> Result<HttpResponse, ApiError> {
-    let client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let client = state.pool.get().await?;
     let rows = custom_categories::list(&client, principal.account_id).await?;
     let categories: Vec<CategoryView> = rows.into_iter().map(CategoryView::from).collect();
     Ok(HttpResponse::Ok().json(CategoryList { categories }))
@@ -145,7 +145,7 @@ pub(crate) async fn create(
         keywords: &keywords,
         enabled: body.enabled.unwrap_or(true),
     };
-    let mut client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let mut client = state.pool.get().await?;
     let tx = client.transaction().await.map_err(DbError::from)?;
     match custom_categories::insert(&tx, principal.account_id, &new).await? {
         Inserted::Created(row) => {
@@ -176,10 +176,10 @@ pub(crate) async fn create(
 pub(crate) async fn change(
     state: web::Data<AppState>,
     principal: Principal,
-    id: web::Path<String>,
+    id: web::Path<CustomCategoryId>,
     body: web::Json<ChangeBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = parse_id(&id)?;
+    let id = id.into_inner();
     let body = body.into_inner();
     if body.description.is_none() && body.keywords.is_none() && body.enabled.is_none() {
         return Err(ApiError::InvalidRequest(
@@ -195,7 +195,7 @@ pub(crate) async fn change(
         keywords: keywords.as_deref(),
         enabled: body.enabled,
     };
-    let mut client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let mut client = state.pool.get().await?;
     let tx = client.transaction().await.map_err(DbError::from)?;
     let row = custom_categories::update(&tx, principal.account_id, id, &change)
         .await?
@@ -215,10 +215,10 @@ pub(crate) async fn change(
 pub(crate) async fn delete(
     state: web::Data<AppState>,
     principal: Principal,
-    id: web::Path<String>,
+    id: web::Path<CustomCategoryId>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = parse_id(&id)?;
-    let mut client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let id = id.into_inner();
+    let mut client = state.pool.get().await?;
     let tx = client.transaction().await.map_err(DbError::from)?;
     if !custom_categories::delete(&tx, principal.account_id, id).await? {
         return Err(not_found());
@@ -266,11 +266,6 @@ fn check_description(description: &str) -> Result<(), ApiError> {
 
 fn clean_keywords(keywords: Vec<String>) -> Result<Vec<String>, ApiError> {
     clean_terms("keywords", keywords, 0, MAX_KEYWORDS)
-}
-
-fn parse_id(id: &str) -> Result<CustomCategoryId, ApiError> {
-    id.parse()
-        .map_err(|_| ApiError::InvalidRequest("the category id must be a UUID".to_owned()))
 }
 
 fn not_found() -> ApiError {

@@ -10,7 +10,8 @@ use std::collections::HashSet;
 use actix_web::web;
 use serde::{Deserialize, Deserializer};
 
-use crate::{error::ApiError, startup::resource};
+use super::resource;
+use crate::error::ApiError;
 
 pub(crate) mod blocklist;
 pub(crate) mod categories;

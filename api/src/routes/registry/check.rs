@@ -98,7 +98,7 @@ pub(crate) async fn check(
     // The quota count and the lookup are independent: run them together and drop the
     // lookup's answer when the quota is used up.
     let lookup = async {
-        let client = state.pool.get().await.map_err(ApiError::unavailable)?;
+        let client = state.pool.get().await?;
         Ok::<_, ApiError>(
             registry_entries::find_matches(&client, principal.account_id, &identifiers, now)
                 .await?,

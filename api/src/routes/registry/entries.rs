@@ -78,7 +78,7 @@ pub(crate) async fn report(
     }
     let identifier = state.registry_key.identify(&hash);
     let now = clock::now();
-    let client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let client = state.pool.get().await?;
     let outcome = registry_entries::report(
         &client,
         &Report {
@@ -111,10 +111,10 @@ pub(crate) async fn report(
 pub(crate) async fn get(
     state: web::Data<AppState>,
     principal: Principal,
-    id: web::Path<String>,
+    id: web::Path<RegistryEntryId>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = parse_id(&id)?;
-    let client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let id = id.into_inner();
+    let client = state.pool.get().await?;
     let entry = registry_entries::get_own(&client, principal.account_id, id)
         .await?
         .ok_or_else(not_found)?;
@@ -155,7 +155,7 @@ pub(crate) async fn list(
             ApiError::InvalidRequest("cursor is not one this endpoint returned".to_owned())
         })?),
     };
-    let client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let client = state.pool.get().await?;
     // One more than asked says whether another page exists.
     let mut page =
         registry_entries::list_own(&client, principal.account_id, after, i64::from(limit) + 1)
@@ -198,13 +198,13 @@ pub(crate) struct RevokeBody {
 pub(crate) async fn revoke(
     state: web::Data<AppState>,
     principal: Principal,
-    id: web::Path<String>,
+    id: web::Path<RegistryEntryId>,
     body: web::Json<RevokeBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = parse_id(&id)?;
+    let id = id.into_inner();
     validate_text("reason", &body.reason).map_err(ApiError::InvalidRequest)?;
     let now = clock::now();
-    let client = state.pool.get().await.map_err(ApiError::unavailable)?;
+    let client = state.pool.get().await?;
     let entry = registry_entries::revoke_own(&client, principal.account_id, id, &body.reason, now)
         .await?
         .ok_or_else(not_found)?;
@@ -215,11 +215,6 @@ pub(crate) async fn revoke(
         ));
     }
     Ok(HttpResponse::Ok().json(entry.view(now)))
-}
-
-fn parse_id(id: &str) -> Result<RegistryEntryId, ApiError> {
-    id.parse()
-        .map_err(|_| ApiError::InvalidRequest("the entry id must be a UUID".to_owned()))
 }
 
 fn not_found() -> ApiError {

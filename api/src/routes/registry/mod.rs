@@ -9,10 +9,8 @@ use moderation_shared::registry::{ClientHash, IdentifierType};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use crate::{
-    error::{self, ApiError},
-    startup::resource,
-};
+use super::resource;
+use crate::error::{self, ApiError};
 
 pub(crate) mod check;
 pub(crate) mod entries;

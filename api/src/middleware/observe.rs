@@ -1,27 +1,22 @@
-//! Cross-cutting middleware: request ids and logging, request metrics, the contract's error
-//! body for the framework's own errors, and turning panics into a generic 500.
+//! Request ids, the request's log span, and the request metrics.
 
-use std::{panic::AssertUnwindSafe, time::Instant};
+use std::time::Instant;
 
 use actix_web::{
-    body::{BoxBody, EitherBody, MessageBody},
+    body::MessageBody,
     dev::{ServiceRequest, ServiceResponse},
     http::{
-        header::{self, HeaderName, HeaderValue},
+        header::{HeaderName, HeaderValue},
         Method,
     },
     middleware::Next,
-    HttpMessage, HttpResponse,
+    HttpMessage,
 };
-use futures_util::FutureExt;
 use moderation_shared::telemetry;
 use tracing::Instrument;
 use uuid::Uuid;
 
-use crate::{
-    auth,
-    error::{body_for_status, ApiError, ErrorBody},
-};
+use crate::auth::access::{known_route, MatchedPattern};
 
 /// The request id header, read from the client when sensible and always echoed back.
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -42,7 +37,7 @@ pub async fn observe(
     let pattern = req.match_pattern();
     let route = pattern
         .as_deref()
-        .and_then(auth::known_route)
+        .and_then(known_route)
         .unwrap_or("unmatched");
     req.extensions_mut().insert(MatchedPattern(pattern));
     let method = static_method(req.method());
@@ -79,10 +74,6 @@ pub async fn observe(
     Ok(res)
 }
 
-/// The route pattern the request matched, found once by [`observe`].
-#[derive(Debug, Clone)]
-pub struct MatchedPattern(pub Option<String>);
-
 /// The method as a label of a fixed set.
 fn static_method(method: &Method) -> &'static str {
     match *method {
@@ -103,52 +94,4 @@ fn is_sane_request_id(value: &str) -> bool {
         && value
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
-}
-
-/// Rewrites any error response that is not already JSON (the framework's 404, 405, 413,
-/// payload errors and so on) into the contract's error body.
-pub async fn json_errors(
-    req: ServiceRequest,
-    next: Next<impl MessageBody + 'static>,
-) -> Result<ServiceResponse<EitherBody<impl MessageBody, BoxBody>>, actix_web::Error> {
-    let res = next.call(req).await?;
-    let status = res.status();
-    let is_json = res
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
-    if !(status.is_client_error() || status.is_server_error()) || is_json {
-        return Ok(res.map_into_left_body());
-    }
-    let (code, message) = body_for_status(status);
-    let (req, old) = res.into_parts();
-    let mut replacement = HttpResponse::build(status);
-    for (name, value) in old.headers() {
-        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
-            replacement.append_header((name.clone(), value.clone()));
-        }
-    }
-    let replacement = replacement.json(ErrorBody {
-        error: code,
-        message: message.to_owned(),
-        status_code: status.as_u16(),
-        job_id: None,
-    });
-    Ok(ServiceResponse::new(req, replacement).map_into_right_body())
-}
-
-/// Turns a panicking handler into a generic 500 instead of a dropped connection. The panic
-/// becomes an [`ApiError::Internal`], whose body says nothing of the cause.
-///
-/// It must not clone the request before routing (actix needs sole ownership to route), so it
-/// answers with an error that the server renders, rather than building a response itself.
-pub async fn catch_panic(
-    req: ServiceRequest,
-    next: Next<impl MessageBody + 'static>,
-) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
-    match AssertUnwindSafe(next.call(req)).catch_unwind().await {
-        Ok(res) => res,
-        Err(_) => Err(ApiError::Internal(anyhow::anyhow!("request handler panicked")).into()),
-    }
 }

@@ -12,8 +12,8 @@ use std::{net::IpAddr, time::Duration};
 use actix_web::{dev::ServiceRequest, http::header::HeaderName};
 use moderation_shared::telemetry;
 
+use super::principal::{key_hash, principal_of, Principal};
 use crate::{
-    auth::{self, Principal},
     client_ip::{client_ip, TrustedProxies},
     error::ApiError,
     limits::{seconds_ceil, Verdict, WindowState},
@@ -81,7 +81,7 @@ pub async fn admit(
         }
         .into());
     };
-    let hash = match auth::key_hash(header) {
+    let hash = match key_hash(header) {
         Ok(hash) => hash,
         Err(err) => return Err(fail(state, source, err).await),
     };
@@ -94,7 +94,7 @@ pub async fn admit(
             state.auth.lookup(&hash).await?
         }
     };
-    let principal = match found.as_deref().map(auth::principal_of) {
+    let principal = match found.as_deref().map(principal_of) {
         Some(Ok(principal)) => principal,
         None => return Err(fail(state, source, ApiError::Unauthorized("invalid API key")).await),
         Some(Err(err @ ApiError::Unauthorized(_))) => return Err(fail(state, source, err).await),

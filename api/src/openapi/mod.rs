@@ -1,29 +1,35 @@
 //! The OpenAPI 3.1 document served at `GET /api/v1/openapi.json`.
 //!
 //! Operations and schemas come from the handlers (`#[utoipa::path]`, `ToSchema`); the five
-//! submissions are described by [`routes::submissions::document`]. What every operation shares
-//! is added here from the one access table, [`auth::ENDPOINTS`]: its security requirement (the
-//! scope as the requirement's role) and the errors the middleware answers before a handler runs.
+//! submissions are described by `submissions::document`. What every operation shares is added
+//! here from the one access table, [`ENDPOINTS`]: its security requirement (the scope as the
+//! requirement's role) and the errors the middleware answers before a handler runs
+//! (`responses`).
+//!
+//! The document reads the routes; the routes never read it.
 
 use std::sync::OnceLock;
 
 use actix_web::{http::Method, HttpResponse};
 use utoipa::{
     openapi::{
-        header::HeaderBuilder,
         path::{Operation, PathItem},
-        schema::{ObjectBuilder, Type},
         security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme},
-        ContentBuilder, OpenApi as Document, Ref, RefOr, Response, ResponseBuilder,
+        OpenApi as Document, RefOr, Response,
     },
     OpenApi,
 };
 
 use crate::{
-    auth::{self, Access},
+    auth::access::{Access, ENDPOINTS},
     error::ErrorBody,
     routes,
 };
+
+mod responses;
+mod submissions;
+
+use responses::{error, limited};
 
 /// The security scheme every key-protected operation requires.
 const BEARER: &str = "api_key";
@@ -103,7 +109,7 @@ pub async fn openapi_json() -> HttpResponse {
 /// Builds the whole document.
 pub fn document() -> Document {
     let mut doc = ApiDoc::openapi();
-    routes::submissions::document(&mut doc);
+    submissions::document(&mut doc);
     alias_root_reveal(&mut doc);
     doc.components
         .get_or_insert_with(Default::default)
@@ -120,7 +126,7 @@ pub fn document() -> Document {
                     .build(),
             ),
         );
-    for endpoint in auth::ENDPOINTS {
+    for endpoint in ENDPOINTS {
         if let Some(operation) = operation_mut(&mut doc, &endpoint.method, endpoint.path) {
             apply_access(operation, endpoint.access);
         }
@@ -221,36 +227,6 @@ fn apply_access(operation: &mut Operation, access: Access) {
     }
 }
 
-/// An error response with the contract's body.
-pub fn error(description: &str) -> Response {
-    ResponseBuilder::new()
-        .description(description)
-        .content(
-            "application/json",
-            ContentBuilder::new()
-                .schema(Some(Ref::from_schema_name("ErrorBody")))
-                .build(),
-        )
-        .build()
-}
-
-/// A 429 with its `retry-after` header.
-fn limited(description: &str) -> Response {
-    let mut response = error(description);
-    response.headers.insert(
-        "retry-after".to_owned(),
-        HeaderBuilder::new()
-            .schema(
-                ObjectBuilder::new()
-                    .schema_type(Type::Integer)
-                    .minimum(Some(1)),
-            )
-            .description(Some("Whole seconds until a retry can pass."))
-            .build(),
-    );
-    response
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,7 +234,7 @@ mod tests {
     #[test]
     fn every_endpoint_of_the_access_table_is_documented_and_nothing_else() {
         let mut doc = document();
-        for endpoint in auth::ENDPOINTS {
+        for endpoint in ENDPOINTS {
             assert!(
                 operation_mut(&mut doc, &endpoint.method, endpoint.path).is_some(),
                 "{} {} is not documented",
@@ -277,7 +253,7 @@ mod tests {
                     .count()
             })
             .sum();
-        assert_eq!(documented, auth::ENDPOINTS.len());
+        assert_eq!(documented, ENDPOINTS.len());
     }
 
     #[test]

@@ -1,0 +1,146 @@
+//! The five submission operations, written by hand rather than by `#[utoipa::path]`: their
+//! bodies are multipart forms read by hand and three of them share one handler.
+
+use utoipa::openapi::{
+    encoding::EncodingBuilder,
+    path::{HttpMethod, OperationBuilder},
+    request_body::RequestBodyBuilder,
+    schema::{AdditionalProperties, ArrayBuilder, ObjectBuilder, Schema, SchemaFormat, Type},
+    ContentBuilder, OpenApi, Ref, Required, ResponseBuilder,
+};
+
+use super::responses::error;
+use crate::routes::submissions::MAX_CHAT_MESSAGES;
+
+/// Adds the five submission operations to `doc`.
+pub fn document(doc: &mut OpenApi) {
+    let url_field = |description: &str| -> Schema {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::Custom("uri".to_owned())))
+            .description(Some(description))
+            .into()
+    };
+    let message = ObjectBuilder::new()
+        .property(
+            "role",
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .enum_values(Some(["user", "assistant", "system"])),
+        )
+        .required("role")
+        .property("content", ObjectBuilder::new().schema_type(Type::String))
+        .required("content")
+        .additional_properties(Some(AdditionalProperties::FreeForm(false)));
+    let forms = [
+        (
+            "prompt",
+            "text",
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .min_length(Some(1))
+                .description(Some(
+                    "The text to classify: 1 byte to 256 KiB of UTF-8 (over that, 413).",
+                ))
+                .into(),
+            "Submits a text prompt.",
+        ),
+        (
+            "chat",
+            "messages",
+            ArrayBuilder::new()
+                .items(message)
+                .min_items(Some(1))
+                .max_items(Some(MAX_CHAT_MESSAGES))
+                .description(Some(
+                    "A JSON array of messages, sent as an ordinary field (up to 16,384 bytes) or \
+                     a file part (up to 256 KiB).",
+                ))
+                .into(),
+            "Submits a chat; it is classified as text.",
+        ),
+        (
+            "image",
+            "image",
+            url_field(
+                "An http or https URL of the image; it must resolve to public addresses only.",
+            ),
+            "Submits an image by URL; a worker fetches it.",
+        ),
+        (
+            "video",
+            "video",
+            url_field(
+                "An http or https URL of the video; it must resolve to public addresses only.",
+            ),
+            "Submits a video by URL; a worker fetches it.",
+        ),
+        (
+            "audio",
+            "audio",
+            url_field(
+                "An http or https URL of the audio (at most 30 minutes); it must resolve to \
+                       public addresses only.",
+            ),
+            "Submits audio by URL; a worker fetches, probes and transcribes it.",
+        ),
+    ];
+    for (name, field, schema, summary) in forms {
+        let form = ObjectBuilder::new()
+            .property(field, schema)
+            .required(field)
+            .property(
+                "webhook_url",
+                url_field(
+                    "Where the result is sent (https, public addresses only); else the \
+                           account's global webhook URL.",
+                ),
+            )
+            .description(Some(
+                "At most 8 non-file fields; a field other than `text` may hold 16,384 bytes. \
+                 Unknown fields are ignored but count toward the 8.",
+            ));
+        let mut content = ContentBuilder::new().schema(Some(form));
+        if field == "messages" {
+            let json = EncodingBuilder::default().content_type(Some("application/json"));
+            content = content.encoding(field, json.build());
+        }
+        let operation = OperationBuilder::new()
+            .tag("submissions")
+            .operation_id(Some(format!("moderate_{name}")))
+            .summary(Some(summary))
+            .request_body(Some(
+                RequestBodyBuilder::new()
+                    .content("multipart/form-data", content.build())
+                    .required(Some(Required::True))
+                    .build(),
+            ))
+            .response(
+                "202",
+                ResponseBuilder::new()
+                    .description("Persisted and queued.")
+                    .content(
+                        "application/json",
+                        ContentBuilder::new()
+                            .schema(Some(Ref::from_schema_name("Accepted")))
+                            .build(),
+                    )
+                    .build(),
+            )
+            .response(
+                "400",
+                error("A field is missing, malformed or not allowed."),
+            )
+            .response(
+                "413",
+                error("The body, a field or the field count is over its limit."),
+            )
+            .response("415", error("The body is not `multipart/form-data`."))
+            .build();
+        doc.paths.add_path_operation(
+            format!("/api/v1/moderate/{name}"),
+            vec![HttpMethod::Post],
+            operation,
+        );
+    }
+}
