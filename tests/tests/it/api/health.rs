@@ -39,9 +39,9 @@ async fn health_is_degraded_when_redis_refuses_connections() {
     assert!(elapsed < Duration::from_secs(2), "took {elapsed:?}");
 }
 
-#[tokio::test]
-async fn health_answers_within_two_seconds_when_redis_never_replies() {
-    // A listener that accepts connections and never says anything.
+/// An app whose Redis is a listener that accepts connections and never says anything; abort
+/// the returned task to close them.
+async fn app_with_blackholed_redis() -> (moderation_tests::TestApp, tokio::task::JoinHandle<()>) {
     let blackhole = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = blackhole.local_addr().unwrap().port();
     let held = tokio::spawn(async move {
@@ -54,6 +54,12 @@ async fn health_answers_within_two_seconds_when_redis_never_replies() {
         s.redis = RedisSettings::new(format!("redis://127.0.0.1:{port}"), "unused");
     })
     .await;
+    (app, held)
+}
+
+#[tokio::test]
+async fn health_answers_within_two_seconds_when_redis_never_replies() {
+    let (app, held) = app_with_blackholed_redis().await;
 
     let (status, body, elapsed) = health(&app).await;
 
@@ -66,18 +72,7 @@ async fn health_answers_within_two_seconds_when_redis_never_replies() {
 
 #[tokio::test]
 async fn thirty_concurrent_requests_all_answer_within_two_seconds_when_redis_never_replies() {
-    let blackhole = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = blackhole.local_addr().unwrap().port();
-    let held = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((conn, _)) = blackhole.accept().await {
-            held.push(conn);
-        }
-    });
-    let app = spawn_app_with(|s| {
-        s.redis = RedisSettings::new(format!("redis://127.0.0.1:{port}"), "unused");
-    })
-    .await;
+    let (app, held) = app_with_blackholed_redis().await;
     let key = app.account_with_key(None).await;
 
     let started = Instant::now();

@@ -290,28 +290,25 @@ async fn at_most_ten_rotated_out_secrets_keep_signing_beside_the_active_one() {
             None,
         )
     };
+    let signing = || async {
+        webhooks::signing_secrets(
+            &app.db.pool.get().await.unwrap(),
+            &app.encryption_key,
+            key.account,
+        )
+        .await
+        .unwrap()
+    };
     // The first rotation makes the active secret too: eleven leave it and ten rotated out.
     for _ in 0..11 {
         assert_eq!(rotate().await.status(), 201);
     }
-    let at_the_limit = webhooks::signing_secrets(
-        &app.db.pool.get().await.unwrap(),
-        &app.encryption_key,
-        key.account,
-    )
-    .await
-    .unwrap();
+    let at_the_limit = signing().await;
 
     assert_eq!(rotate().await.status(), 201);
     assert_eq!(rotate().await.status(), 201);
 
-    let signing = webhooks::signing_secrets(
-        &app.db.pool.get().await.unwrap(),
-        &app.encryption_key,
-        key.account,
-    )
-    .await
-    .unwrap();
+    let signing = signing().await;
     let list: Value = send_json(
         &app,
         &key,

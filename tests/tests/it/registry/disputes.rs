@@ -2,7 +2,11 @@
 
 use std::process::Command;
 
-use moderation_tests::{assert_error, registry::email_hash, spawn_app, TestApp};
+use moderation_tests::{
+    assert_error,
+    registry::{email_hash, Member},
+    spawn_app, TestApp,
+};
 use serde_json::{json, Value};
 
 /// Runs `modctl registry ARGS`; returns success, stdout JSON and stderr.
@@ -84,16 +88,22 @@ async fn upholding_a_dispute_revokes_the_entry_for_good() {
     assert_error(again, 409, "CONFLICT").await;
 }
 
-#[tokio::test]
-async fn re_reporting_a_disputed_entry_refreshes_it_but_keeps_the_dispute() {
+/// An app with a member whose entry for `a@example.com` is under an open dispute.
+async fn disputed_entry() -> (TestApp, Member, String, String) {
     let app = spawn_app().await;
     let member = app.registry_member().await;
     let hash = email_hash("a@example.com");
     let entry = app
         .registry_reported(&member.key, &hash, "payment_fraud")
         .await;
-    let id = entry["entry_id"].as_str().unwrap();
-    decide(&app, "open", id);
+    let id = entry["entry_id"].as_str().unwrap().to_owned();
+    decide(&app, "open", &id);
+    (app, member, hash, id)
+}
+
+#[tokio::test]
+async fn re_reporting_a_disputed_entry_refreshes_it_but_keeps_the_dispute() {
+    let (app, member, hash, _) = disputed_entry().await;
 
     let response = app
         .registry_report(&member.key, &hash, "payment_fraud", "CASE-2")
@@ -108,14 +118,7 @@ async fn re_reporting_a_disputed_entry_refreshes_it_but_keeps_the_dispute() {
 
 #[tokio::test]
 async fn an_entry_under_dispute_cannot_be_revoked_by_its_member_so_the_decision_stands() {
-    let app = spawn_app().await;
-    let member = app.registry_member().await;
-    let hash = email_hash("a@example.com");
-    let entry = app
-        .registry_reported(&member.key, &hash, "payment_fraud")
-        .await;
-    let id = entry["entry_id"].as_str().unwrap();
-    decide(&app, "open", id);
+    let (app, member, hash, id) = disputed_entry().await;
 
     let revoke = app
         .registry_post_json(
@@ -127,7 +130,7 @@ async fn an_entry_under_dispute_cannot_be_revoked_by_its_member_so_the_decision_
     let reported_again = app
         .registry_report(&member.key, &hash, "payment_fraud", "CASE-2")
         .await;
-    let upheld = decide(&app, "uphold", id);
+    let upheld = decide(&app, "uphold", &id);
 
     assert_error(revoke, 409, "CONFLICT").await;
     let reported_again: Value = reported_again.json().await.unwrap();
