@@ -59,6 +59,10 @@ pub const RATE_LIMIT_UNAVAILABLE_TOTAL: &str = "rate_limit_unavailable_total";
 
 /// The filter directive keeping statement parameters out of the log.
 const QUIET_STATEMENT_PARAMETERS: &str = "tokio_postgres=info";
+/// The filter directive keeping symphonia's (the audio probe's) `log` records out of the log:
+/// it warns once per bad frame header it skips, which made 8 MB of crafted MP3 junk two
+/// million lines.
+const QUIET_AUDIO_DEMUXERS: &str = "symphonia=off";
 /// Registry checks answered, by `context` (`signup`, `login`, `periodic`) and `outcome`
 /// (`match`, `no_match`).
 pub const REGISTRY_CHECKS_TOTAL: &str = "registry_checks_total";
@@ -137,10 +141,15 @@ const LATENCY_BUCKETS: &[f64] = &[
 ///
 /// `tokio_postgres` is held at `info` whatever `RUST_LOG` says: at `debug` it logs every
 /// statement's parameters, which carry account ids, registry identifiers and case references.
+/// The `symphonia` crates are silenced, so one uploaded file cannot flood the log; a
+/// `RUST_LOG` directive naming one of them by its full name (`symphonia_bundle_mp3=warn`)
+/// still turns it on for debugging.
 pub fn init_tracing(service: &'static str) {
     let mut filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    if let Ok(quiet) = QUIET_STATEMENT_PARAMETERS.parse() {
-        filter = filter.add_directive(quiet);
+    for directive in [QUIET_STATEMENT_PARAMETERS, QUIET_AUDIO_DEMUXERS] {
+        if let Ok(quiet) = directive.parse() {
+            filter = filter.add_directive(quiet);
+        }
     }
     let json = std::env::var("APP_LOG_FORMAT").is_ok_and(|v| v.eq_ignore_ascii_case("json"));
     let registry = tracing_subscriber::registry().with(filter);

@@ -222,6 +222,19 @@ pub fn wav(rate: u32, samples: u32) -> Vec<u8> {
     out
 }
 
+/// An MP3 of `frames` MPEG-2.5 Layer III frames at 8 kbit/s and 8 kHz (72 bytes and 72 ms
+/// each, zeros after the header: enough to demux, never decoded), followed by `junk` bytes
+/// that each look like a frame header with a free bit rate, which the demuxer skips one by
+/// one. Without a Xing header the declared length is estimated from the first frame's bit
+/// rate over the whole file, junk included: a second per 1000 bytes.
+pub fn mp3_with_junk(frames: usize, junk: usize) -> Vec<u8> {
+    let mut frame = [0u8; 72];
+    frame[..4].copy_from_slice(&[0xFF, 0xE3, 0x18, 0xC4]);
+    let mut out = frame.repeat(frames);
+    out.extend([0xFF, 0xE3, 0x00, 0xC4].iter().cycle().take(junk));
+    out
+}
+
 /// A PNG picture (64×64): a gradient with a bright square at (`x`, `y`).
 pub fn png(x: u32, y: u32) -> Vec<u8> {
     let mut out = std::io::Cursor::new(Vec::new());

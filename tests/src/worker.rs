@@ -2,6 +2,8 @@
 //! `worker` binary as a child process (for tests that kill it).
 
 use std::{
+    fs::File,
+    path::PathBuf,
     process::{Child, Command, Stdio},
     time::Duration,
 };
@@ -77,6 +79,8 @@ pub async fn spawn_worker(app: &TestApp, adjust: impl FnOnce(&mut WorkerSettings
 /// The real `worker` binary running as a child process; killed when dropped.
 pub struct WorkerProcess {
     child: Child,
+    /// The file its log (standard output) goes to, when started with [`Self::spawn_logged`].
+    log: Option<PathBuf>,
 }
 
 impl WorkerProcess {
@@ -87,6 +91,31 @@ impl WorkerProcess {
         modality: Modality,
         env: &[(&str, &str)],
     ) -> Self {
+        Self::start(app, redis, modality, env, None)
+    }
+
+    /// [`Self::spawn`], writing its log to a fresh file that [`Self::log`] reads.
+    pub fn spawn_logged(
+        app: &TestApp,
+        redis: &RedisSettings,
+        modality: Modality,
+        env: &[(&str, &str)],
+    ) -> Self {
+        let path = std::env::temp_dir().join(format!("worker-{}.log", uuid::Uuid::new_v4()));
+        Self::start(app, redis, modality, env, Some(path))
+    }
+
+    fn start(
+        app: &TestApp,
+        redis: &RedisSettings,
+        modality: Modality,
+        env: &[(&str, &str)],
+        log: Option<PathBuf>,
+    ) -> Self {
+        let stdout = match &log {
+            Some(path) => Stdio::from(File::create(path).expect("create the worker's log")),
+            None => Stdio::null(),
+        };
         let child = Command::new(crate::binary("worker"))
             .args(["--modality", modality.as_str()])
             .env("DATABASE_URL", app.db.settings.url.expose())
@@ -95,11 +124,19 @@ impl WorkerProcess {
             .env("METRICS_PORT", "0")
             .env("RUST_LOG", "warn")
             .envs(env.iter().copied())
-            .stdout(Stdio::null())
+            .stdout(stdout)
             .stderr(Stdio::null())
             .spawn()
             .expect("start the worker binary");
-        Self { child }
+        Self { child, log }
+    }
+
+    /// What it has logged so far (empty unless started with [`Self::spawn_logged`]).
+    pub fn log(&self) -> String {
+        self.log
+            .as_ref()
+            .and_then(|path| std::fs::read_to_string(path).ok())
+            .unwrap_or_default()
     }
 
     /// Sends it SIGTERM (from Rust: a minimal Debian has no `kill` program).
@@ -126,6 +163,9 @@ impl WorkerProcess {
 impl Drop for WorkerProcess {
     fn drop(&mut self) {
         self.kill();
+        if let Some(path) = &self.log {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 

@@ -4,8 +4,8 @@ use moderation_shared::{
     media_hash,
 };
 use moderation_tests::{
-    media::{jpeg, png, wav, MediaServer},
-    worker::{spawn_worker, TestWorker},
+    media::{jpeg, mp3_with_junk, png, wav, MediaServer},
+    worker::{spawn_worker, TestWorker, WorkerProcess},
     TestApp, TestKey,
 };
 use reqwest::multipart::Form;
@@ -285,4 +285,54 @@ async fn a_fetch_that_keeps_failing_fails_the_job_after_five_tries() {
     assert_eq!(body["status"], "failed");
     assert_eq!(body["error"]["code"], "MEDIA_UNREACHABLE");
     assert_eq!(fleet.media.requests("/status/503"), 5);
+}
+
+/// Lines the worker binary logs at most from its start to the end of one junk MP3 job: its
+/// startup and the job's own lines (its failure), whatever the file holds. Symphonia used to
+/// warn once per junk header, two million lines for this file.
+const MAX_LOG_LINES_PER_JOB: usize = 20;
+
+#[tokio::test]
+async fn an_mp3_of_junk_headers_fails_quickly_with_a_bounded_log() {
+    let app = fleet_app().await;
+    let key = app
+        .account_with_key(Some(&[
+            moderation_shared::domain::Scope::ModerateAudio,
+            moderation_shared::domain::Scope::JobRead,
+        ]))
+        .await;
+    app.lift_rate_limit(key.account).await;
+    let media = MediaServer::start().await;
+    // 20 good frames (so the demuxer estimates a length over the whole file), then 8 MB of
+    // two million headers it rejects one by one while walking the packets.
+    let url = media.add("junk.mp3", mp3_with_junk(20, 8 * 1024 * 1024), "audio/mpeg");
+    let worker = WorkerProcess::spawn_logged(
+        &app,
+        &app.redis,
+        moderation_shared::domain::Modality::Audio,
+        &[("APP_ALLOW_PRIVATE_URLS", "true"), ("RUST_LOG", "info")],
+    );
+
+    let form = Form::new()
+        .text("audio", url.clone())
+        .text("webhook_url", "https://127.0.0.1:9/hook");
+    let response = app.submit("audio", &key, form).await;
+    assert_eq!(response.status(), 202);
+    let body: Value = response.json().await.unwrap();
+    let job = body["job_id"].as_str().unwrap().parse().unwrap();
+    let body = app.finished_job(&key, job).await;
+
+    assert_eq!(
+        (body["status"].as_str(), body["error"]["code"].as_str()),
+        (Some("failed"), Some("MEDIA_TOO_LONG")),
+        "{body}"
+    );
+    let log = worker.log();
+    let lines = log.lines().count();
+    let head: Vec<&str> = log.lines().take(MAX_LOG_LINES_PER_JOB + 1).collect();
+    assert!(
+        lines <= MAX_LOG_LINES_PER_JOB,
+        "{lines} lines, starting:\n{}",
+        head.join("\n")
+    );
 }
