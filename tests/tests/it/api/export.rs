@@ -376,14 +376,15 @@ async fn assert_refused(response: reqwest::Response) {
 
 #[tokio::test]
 async fn exports_that_stop_reading_cannot_make_another_accounts_reads_or_submissions_wait() {
-    let app = spawn_app_with(|s| s.exports = exports(4, 2, Duration::from_secs(60))).await;
+    // Bounds high enough to admit all sixteen: this is about the pool, not the bounds.
+    let app = spawn_app_with(|s| s.exports = exports(16, 2, Duration::from_secs(60))).await;
     let mut exporters = Vec::new();
     for _ in 0..8 {
         exporters.push(exporter(&app).await);
     }
     let other = app.account_with_key(None).await;
 
-    // Sixteen clients, more than the api's 8 pooled connections, open exports and stop reading.
+    // Sixteen clients, twice the api's 8 pooled connections, open exports and stop reading.
     let mut stalled = Vec::new();
     for key in exporters.iter().chain(exporters.iter()) {
         stalled.push(open_stalled(&app, key).await);
@@ -393,10 +394,9 @@ async fn exports_that_stop_reading_cannot_make_another_accounts_reads_or_submiss
     let read = app.get(&format!("/api/v1/job/{job}"), &other).await;
     let took = started.elapsed();
 
-    let admitted = stalled.iter().filter(|(status, _)| *status == 200).count();
-    let refused = stalled.iter().filter(|(status, _)| *status == 429).count();
-    assert_eq!((admitted, refused), (4, 12));
+    assert!(stalled.iter().all(|(status, _)| *status == 200));
     assert_eq!(read.status(), 200);
+    // A request that waited for a pooled connection would take 5 s and fail.
     assert!(took < Duration::from_secs(2), "took {took:?}");
 }
 
