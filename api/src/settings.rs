@@ -9,7 +9,10 @@ use moderation_shared::{
     url_guard::UrlGuard,
 };
 
-use crate::{client_ip::TrustedProxies, limits::LimitSettings};
+use crate::{
+    client_ip::TrustedProxies,
+    limits::{exports::ExportSettings, LimitSettings},
+};
 
 /// How long a looked-up key is trusted by default (`APP_AUTH_CACHE_MS`).
 const AUTH_CACHE_TTL: Duration = Duration::from_secs(2);
@@ -41,6 +44,8 @@ pub struct ApiSettings {
     pub trusted_proxies: TrustedProxies,
     /// Rate-limit windows and the failed-authentication lockout.
     pub limits: LimitSettings,
+    /// The bounds on concurrent exports and their write deadline.
+    pub exports: ExportSettings,
     /// `APP_REGISTRY_KEY` (required): 32 bytes in base64, the HMAC key turning the hashes
     /// members send into the identifiers the registry stores.
     pub registry_key: RegistryKey,
@@ -68,6 +73,7 @@ impl ApiSettings {
                 .parse()
                 .map_err(|e| ConfigError::new("APP_TRUSTED_PROXIES", format!("{e}")))?,
             limits: LimitSettings::from_env()?,
+            exports: ExportSettings::from_env()?,
             registry_key: RegistryKey::from_env()?,
         })
     }
@@ -90,6 +96,7 @@ impl ApiSettings {
             encryption_key,
             trusted_proxies: TrustedProxies::default(),
             limits: LimitSettings::default(),
+            exports: ExportSettings::default(),
             registry_key,
         }
     }

@@ -3,13 +3,15 @@
 use std::net::TcpListener;
 
 use actix_web::{dev::Server, middleware::from_fn, web, App, HttpServer};
-use moderation_shared::{db, queue::JobQueue, redis_conn::RedisConn, telemetry};
+use moderation_shared::{
+    config::DatabaseSettings, db, queue::JobQueue, redis_conn::RedisConn, telemetry,
+};
 
 use crate::{
     auth::{self, Authenticator},
     error,
     intake::Intake,
-    limits::{in_flight::InFlight, Limiter},
+    limits::{exports::ExportSlots, in_flight::InFlight, Limiter},
     middleware, openapi, routes,
     settings::ApiSettings,
     state::AppState,
@@ -37,6 +39,10 @@ impl Application {
         listener: TcpListener,
     ) -> anyhow::Result<Self> {
         let pool = db::pool(&settings.database)?;
+        let export_pool = db::pool(&DatabaseSettings {
+            pool_size: settings.exports.concurrency,
+            ..settings.database.clone()
+        })?;
         let redis = RedisConn::new(&settings.redis)?;
         if settings.url_guard.allows_private() {
             tracing::warn!("APP_ALLOW_PRIVATE_URLS is on: URLs may reach private addresses (development and tests only)");
@@ -50,6 +56,12 @@ impl Application {
             limiter: Limiter::new(redis.clone(), settings.limits.clone()),
             in_flight: InFlight::new(settings.limits.auth_concurrency),
             trusted_proxies: settings.trusted_proxies.clone(),
+            export_slots: ExportSlots::new(
+                settings.exports.concurrency,
+                settings.exports.per_account,
+            ),
+            export_pool,
+            export_settings: settings.exports.clone(),
             redis,
             url_guard: settings.url_guard.clone(),
             encryption_key: settings.encryption_key.clone(),

@@ -10,7 +10,11 @@ use crate::{
     auth::principal::Authenticator,
     client_ip::TrustedProxies,
     intake::Intake,
-    limits::{in_flight::InFlight, Limiter},
+    limits::{
+        exports::{ExportSettings, ExportSlots},
+        in_flight::InFlight,
+        Limiter,
+    },
 };
 
 /// Held in `web::Data` by every worker thread.
@@ -37,6 +41,13 @@ pub struct AppState {
     pub in_flight: InFlight,
     /// Proxies whose `X-Forwarded-For` is believed.
     pub trusted_proxies: TrustedProxies,
+    /// Running exports, in total and per account (this replica).
+    pub export_slots: ExportSlots,
+    /// The exports' own pool, one connection per slot: a stream never holds a connection of
+    /// [`Self::pool`].
+    pub export_pool: Pool,
+    /// The bounds and write deadline of exports.
+    pub export_settings: ExportSettings,
     /// The HMAC key of registry identifiers.
     pub registry_key: RegistryKey,
 }

@@ -8,8 +8,9 @@
 //! When Redis is unreachable the limits fail open: requests are admitted without rate-limit
 //! headers and a warning is logged, so a Redis outage does not take reads down with it. The
 //! per-address cap on concurrent authentications ([`in_flight`]) is in process and still
-//! holds.
+//! holds, as do the bounds on concurrent exports ([`exports`]).
 
+pub mod exports;
 pub mod in_flight;
 
 use std::{net::IpAddr, time::Duration};

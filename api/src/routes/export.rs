@@ -1,12 +1,16 @@
 //! `GET /api/v1/jobs/export?from=&to=`: the caller's jobs as CSV, streamed.
 //!
-//! Rows come from Postgres as the client reads them (one pooled connection held for the
-//! response's lifetime, with backpressure all the way), and are written by csv-async a chunk
-//! at a time, so memory stays flat whatever the row count. A failure after the first byte
-//! aborts the response (no terminating chunk), so a client never mistakes a cut export for a
-//! whole one.
+//! Rows come from Postgres as the client reads them, and are written by csv-async a chunk at a
+//! time into a one-chunk channel the response body drains, so memory stays flat whatever the
+//! row count. A failure after the first byte aborts the response (no terminating chunk), so a
+//! client never mistakes a cut export for a whole one.
+//!
+//! An export must not starve the service: it takes a slot ([`ExportSlots`]: a few in total
+//! and fewer per account, one more is 429), reads on the exports' own pool, never the main
+//! one, and a chunk the client has not taken within the write deadline cuts the stream and
+//! gives the connection and the slot back at once, whether or not the client ever reads again.
 
-use std::{borrow::Cow, collections::HashMap, pin::Pin};
+use std::{borrow::Cow, collections::HashMap, pin::Pin, time::Duration as StdDuration};
 
 use actix_web::{
     http::header::{self, ContentDisposition, DispositionParam, DispositionType},
@@ -19,10 +23,11 @@ use futures_util::StreamExt;
 use moderation_shared::{
     clock,
     db::job_reports::{self, ExportRow},
-    domain::ApiKeyId,
+    domain::{AccountId, ApiKeyId},
 };
 use serde::Deserialize;
 use time::{format_description::well_known, Date, Duration, OffsetDateTime, Time};
+use tokio::sync::mpsc;
 use tokio_postgres::RowStream;
 use utoipa::IntoParams;
 
@@ -30,6 +35,7 @@ use super::resource;
 use crate::{
     auth::Principal,
     error::{ApiError, ErrorBody},
+    limits::exports::{ExportSlot, ExportSlots, RETRY_AFTER_SECS},
     state::AppState,
 };
 
@@ -78,6 +84,11 @@ pub struct ExportQuery {
          ordered by `created_at`, streamed.", content_type = "text/csv", body = String),
         (status = 400, description = "A bound is missing or unparsable, `from` is not before \
          `to`, or the window is over 366 days.", body = ErrorBody),
+        (status = 429, description = "`RATE_LIMITED`: the account's rate limit is used up, the \
+         source address is locked out after failed authentications, or the account (at most 2) \
+         or the service (at most 4, per replica by default) already runs as many exports as it \
+         may.", body = ErrorBody,
+         headers(("retry-after" = u64, description = "Whole seconds to wait before retrying."))),
     ))]
 pub async fn export(
     principal: Principal,
@@ -85,22 +96,29 @@ pub async fn export(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
     let (from, to) = window(query.from.as_deref(), query.to.as_deref())?;
-    let client = state.pool.get().await?;
+    let slot = enter(&state.export_slots, principal.account_id)?;
+    let client = state.export_pool.get().await?;
     let names = job_reports::key_names(&client, principal.account_id).await?;
     let rows = job_reports::export_rows(&client, principal.account_id, from, to).await?;
-    let body = futures_util::stream::unfold(
-        Export {
-            _client: client,
-            rows: Box::pin(rows),
-            names,
-            started: false,
-            done: false,
-        },
-        |mut export| async move {
-            let chunk = export.next_chunk().await?;
-            Some((chunk, export))
-        },
-    );
+    let export = Export {
+        client,
+        rows: Box::pin(rows),
+        names,
+        started: false,
+        done: false,
+        slot,
+    };
+    let (sender, receiver) = mpsc::channel(1);
+    actix_web::rt::spawn(export.run(sender, state.export_settings.write_timeout));
+    let body = futures_util::stream::unfold(Some(receiver), |receiver| async move {
+        let mut receiver = receiver?;
+        match receiver.recv().await {
+            Some(Message::Chunk(chunk)) => Some((Ok(chunk), Some(receiver))),
+            Some(Message::End) => None,
+            // The producer stopped without reaching the end: abort the response.
+            None => Some((Err(std::io::Error::other("the export was cut short")), None)),
+        }
+    });
     Ok(HttpResponse::Ok()
         .content_type("text/csv; charset=utf-8")
         .insert_header((
@@ -164,27 +182,71 @@ pub fn parse_instant(value: &str) -> Option<OffsetDateTime> {
     parsed
 }
 
+/// A slot for `account`, or 429 when it or the service runs as many exports as it may.
+fn enter(slots: &ExportSlots, account: AccountId) -> Result<ExportSlot, ApiError> {
+    slots
+        .try_enter(account)
+        .ok_or_else(|| ApiError::RateLimited {
+            message: "too many exports are running; retry when one has finished".to_owned(),
+            retry_after: RETRY_AFTER_SECS,
+        })
+}
+
+/// What the producer hands the response body.
+enum Message {
+    /// The next piece of the CSV.
+    Chunk(Bytes),
+    /// The whole export was sent; the body ends cleanly.
+    End,
+}
+
 /// The state of one streaming export.
 struct Export {
-    /// The connection the rows come from, held until the stream ends.
-    _client: Object,
+    /// The connection the rows come from, from the exports' pool, held until the export ends.
+    client: Object,
     rows: Pin<Box<RowStream>>,
     names: HashMap<ApiKeyId, String>,
     started: bool,
     done: bool,
+    /// Declared after `client`, so the connection is back in its pool before the slot frees.
+    slot: ExportSlot,
 }
 
 impl Export {
-    /// The next chunk of the body, `None` at the end.
-    async fn next_chunk(&mut self) -> Option<Result<Bytes, std::io::Error>> {
-        if self.done {
-            return None;
+    /// Writes the export into `sender` a chunk at a time. Stops, dropping the connection and
+    /// the slot, at the end, on a failure, when the body is dropped (the client went away), or
+    /// when a chunk waits `write_timeout` for the client to take it.
+    async fn run(mut self, sender: mpsc::Sender<Message>, write_timeout: StdDuration) {
+        while !self.done {
+            let chunk = match self.write_chunk().await {
+                Ok(chunk) => chunk,
+                Err(e) => {
+                    tracing::error!(error = ?e, "Export failed while writing a chunk");
+                    return;
+                }
+            };
+            match tokio::time::timeout(write_timeout, sender.send(Message::Chunk(chunk.into())))
+                .await
+            {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return,
+                Err(_) => {
+                    tracing::info!(
+                        timeout_ms = write_timeout.as_millis(),
+                        "Export cut: the client did not read within the write deadline"
+                    );
+                    return;
+                }
+            }
         }
-        let result = self.write_chunk().await;
-        if result.is_err() {
-            self.done = true;
-        }
-        Some(result.map(Bytes::from))
+        // The end marker goes after the connection and slot are given back: the client
+        // that reads it may start its next export at once.
+        let Self { client, slot, .. } = self;
+        drop(client);
+        drop(slot);
+        // A client gone meanwhile has nothing left to end; one that stalls past the deadline
+        // here has its body aborted like any other.
+        let _ = tokio::time::timeout(write_timeout, sender.send(Message::End)).await;
     }
 
     async fn write_chunk(&mut self) -> Result<Vec<u8>, std::io::Error> {
