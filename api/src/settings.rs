@@ -3,7 +3,10 @@
 use std::time::Duration;
 
 use moderation_shared::{
-    config::{env_bool, env_millis, env_or, env_raw, ConfigError, DatabaseSettings, RedisSettings},
+    config::{
+        env_bool, env_millis, env_or, env_positive, env_raw, ConfigError, DatabaseSettings,
+        RedisSettings,
+    },
     crypto::SealingKey,
     registry::RegistryKey,
     url_guard::UrlGuard,
@@ -54,10 +57,7 @@ pub struct ApiSettings {
 impl ApiSettings {
     /// Reads the environment.
     pub fn from_env() -> Result<Self, ConfigError> {
-        let http_workers = env_or("APP_HTTP_WORKERS", default_workers())?;
-        if http_workers == 0 {
-            return Err(ConfigError::new("APP_HTTP_WORKERS", "must be at least 1"));
-        }
+        let http_workers = env_positive("APP_HTTP_WORKERS", default_workers())?;
         Ok(Self {
             database: DatabaseSettings::from_env()?,
             redis: RedisSettings::from_env()?,

@@ -4,8 +4,8 @@ use std::{net::SocketAddr, time::Duration};
 
 use moderation_shared::{
     config::{
-        env_bool, env_millis, env_or, extra_ca_pem_from_env, ConfigError, DatabaseSettings,
-        RedisSettings,
+        env_bool, env_millis, env_or, env_positive, extra_ca_pem_from_env, ConfigError,
+        DatabaseSettings, RedisSettings,
     },
     crypto::SealingKey,
     queue::QueueSettings,
@@ -66,13 +66,7 @@ impl DispatcherSettings {
                 "must be a positive number",
             ));
         }
-        let concurrency = env_or("APP_DISPATCH_CONCURRENCY", CONCURRENCY)?;
-        if concurrency == 0 {
-            return Err(ConfigError::new(
-                "APP_DISPATCH_CONCURRENCY",
-                "must be at least 1",
-            ));
-        }
+        let concurrency = env_positive("APP_DISPATCH_CONCURRENCY", CONCURRENCY)?;
         let extra_ca_pem = extra_ca_pem_from_env()?;
         Ok(Self {
             database: DatabaseSettings::from_env()?,

@@ -101,6 +101,20 @@ pub fn env_bool(name: &'static str, default: bool) -> Result<bool, ConfigError> 
     }
 }
 
+/// Parses `name`, or returns `default` when it is unset; zero fails naming the variable (for
+/// counts such as pool sizes and concurrency bounds, where zero would refuse everything).
+pub fn env_positive<T>(name: &'static str, default: T) -> Result<T, ConfigError>
+where
+    T: FromStr + Default + PartialEq,
+    T::Err: fmt::Display,
+{
+    let value = env_or(name, default)?;
+    if value == T::default() {
+        return Err(ConfigError::new(name, "must be at least 1"));
+    }
+    Ok(value)
+}
+
 /// Reads `name` as a whole number of milliseconds within `allowed`, or `default` when it is
 /// unset. A value outside `allowed` fails naming the variable: nothing is clamped.
 pub fn env_millis(
@@ -183,10 +197,7 @@ impl DatabaseSettings {
             .unwrap_or_else(|| "postgres://localhost/moderation".to_owned());
         url.parse::<tokio_postgres::Config>()
             .map_err(|e| ConfigError::new("DATABASE_URL", e.to_string()))?;
-        let pool_size = env_or("APP_DB_POOL_SIZE", 16usize)?;
-        if pool_size == 0 {
-            return Err(ConfigError::new("APP_DB_POOL_SIZE", "must be at least 1"));
-        }
+        let pool_size = env_positive("APP_DB_POOL_SIZE", 16usize)?;
         Ok(Self {
             pool_size,
             ..Self::new(url)

@@ -12,7 +12,7 @@ use std::{
 };
 
 use moderation_shared::{
-    config::{env_millis, env_or, ConfigError},
+    config::{env_millis, env_positive, ConfigError},
     domain::AccountId,
 };
 
@@ -48,23 +48,9 @@ impl ExportSettings {
     /// Reads the environment.
     pub fn from_env() -> Result<Self, ConfigError> {
         let defaults = Self::default();
-        let concurrency = env_or("APP_EXPORT_CONCURRENCY", defaults.concurrency)?;
-        if concurrency == 0 {
-            return Err(ConfigError::new(
-                "APP_EXPORT_CONCURRENCY",
-                "must be at least 1",
-            ));
-        }
-        let per_account = env_or("APP_EXPORT_PER_ACCOUNT", defaults.per_account)?;
-        if per_account == 0 {
-            return Err(ConfigError::new(
-                "APP_EXPORT_PER_ACCOUNT",
-                "must be at least 1",
-            ));
-        }
         Ok(Self {
-            concurrency,
-            per_account,
+            concurrency: env_positive("APP_EXPORT_CONCURRENCY", defaults.concurrency)?,
+            per_account: env_positive("APP_EXPORT_PER_ACCOUNT", defaults.per_account)?,
             write_timeout: env_millis(
                 "APP_EXPORT_WRITE_TIMEOUT_MS",
                 defaults.write_timeout,

@@ -17,7 +17,7 @@ use std::{net::IpAddr, time::Duration};
 
 use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue};
 use moderation_shared::{
-    config::{env_millis, env_or, ConfigError},
+    config::{env_millis, env_positive, ConfigError},
     domain::AccountId,
     redis_conn::RedisConn,
     telemetry,
@@ -64,20 +64,9 @@ impl LimitSettings {
     /// Reads the environment.
     pub fn from_env() -> Result<Self, ConfigError> {
         let defaults = Self::default();
-        let auth_failure_limit = env_or("APP_AUTH_FAILURE_LIMIT", defaults.auth_failure_limit)?;
-        if auth_failure_limit == 0 {
-            return Err(ConfigError::new(
-                "APP_AUTH_FAILURE_LIMIT",
-                "must be at least 1",
-            ));
-        }
-        let auth_concurrency = env_or("APP_AUTH_CONCURRENCY", defaults.auth_concurrency)?;
-        if auth_concurrency == 0 {
-            return Err(ConfigError::new(
-                "APP_AUTH_CONCURRENCY",
-                "must be at least 1",
-            ));
-        }
+        let auth_failure_limit =
+            env_positive("APP_AUTH_FAILURE_LIMIT", defaults.auth_failure_limit)?;
+        let auth_concurrency = env_positive("APP_AUTH_CONCURRENCY", defaults.auth_concurrency)?;
         Ok(Self {
             rate_window: env_millis("APP_RATE_WINDOW_MS", defaults.rate_window, 1..)?,
             burst_window: env_millis("APP_RATE_BURST_WINDOW_MS", defaults.burst_window, 1..)?,
