@@ -129,6 +129,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .configure(routes::submissions::configure)
                 .configure(routes::jobs::configure)
                 .configure(routes::webhooks::configure)
+                .configure(routes::deliveries::configure)
                 .configure(routes::export::configure)
                 .configure(routes::usage::configure)
                 .configure(routes::registry::configure)

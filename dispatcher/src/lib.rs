@@ -15,7 +15,7 @@ use moderation_shared::{
     clock,
     db::{
         self, deliveries,
-        deliveries::{AttemptRecord, Claimed, NextStep},
+        deliveries::{AttemptRecord, Claimed, Lane, NextStep, CHANNEL, RECOVERIES_CHANNEL},
         webhooks, Pool,
     },
     queue::{sampler::DepthSampler, JobQueue},
@@ -41,6 +41,11 @@ const OLDEST_DUE_SAMPLE: Duration = Duration::from_secs(1);
 /// The shortest sleep, so rows due but locked by another dispatcher cause no hot loop.
 const MIN_IDLE: Duration = Duration::from_millis(5);
 
+/// Deliveries a recover restarts per transaction.
+const RECOVER_BATCH: i64 = 2000;
+/// How often open recovers are looked for without a notification.
+const RECOVER_POLL: Duration = Duration::from_secs(1);
+
 /// What one [`Dispatcher::try_dispatch_due`] step did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dispatched {
@@ -63,6 +68,9 @@ struct Core {
     settings: DispatcherSettings,
     sender: Sender,
     slots: Arc<Semaphore>,
+    /// The share of `slots` the recovered lane may hold: half, so the other lanes always
+    /// have the rest.
+    recovery_slots: Arc<Semaphore>,
 }
 
 impl Dispatcher {
@@ -96,6 +104,7 @@ impl Dispatcher {
             depth,
             core: Arc::new(Core {
                 slots: Arc::new(Semaphore::new(settings.concurrency)),
+                recovery_slots: Arc::new(Semaphore::new(settings.concurrency.div_ceil(2))),
                 pool,
                 sender,
                 settings,
@@ -108,10 +117,12 @@ impl Dispatcher {
         self.metrics.port()
     }
 
-    /// One step without the loop: claims what is due now (as many deliveries as there are
-    /// slots), makes their attempts and waits until every one has ended and been recorded.
-    /// Tests drive the dispatcher with it, calling it until it answers [`Dispatched::Empty`].
+    /// One step without the loop: applies the open recovers, claims what is due now (as many
+    /// deliveries as there are slots), makes their attempts and waits until every one has
+    /// ended and been recorded. Tests drive the dispatcher with it, calling it until it answers
+    /// [`Dispatched::Empty`].
     pub async fn try_dispatch_due(&self) -> anyhow::Result<Dispatched> {
+        while self.core.apply_recoveries().await? > 0 {}
         let mut running = JoinSet::new();
         let made = self.core.dispatch_due(&mut running).await?;
         while running.join_next().await.is_some() {}
@@ -127,10 +138,21 @@ impl Dispatcher {
         metrics::gauge!(telemetry::PROCESS_UP, "process" => "dispatcher").set(1.0);
         telemetry::zero_dispatcher_counters(self.core.settings.schedule.attempts());
         let wake = Arc::new(Notify::new());
+        let recover_wake = Arc::new(Notify::new());
         let listener = tokio::spawn(listen::notify_on_new(
             self.core.settings.database.clone(),
-            wake.clone(),
+            vec![
+                (CHANNEL, wake.clone()),
+                (RECOVERIES_CHANNEL, recover_wake.clone()),
+            ],
         ));
+        // Recovers are applied beside the loop: restarting 100 000 deliveries takes seconds
+        // of Postgres work that must not hold up a single attempt.
+        let recover = tokio::spawn(
+            self.core
+                .clone()
+                .apply_recoveries_until_stopped(recover_wake, wake.clone()),
+        );
         let metrics = tokio::spawn(self.metrics.serve());
         let depth = tokio::spawn(self.depth.run_until_stopped());
         let mut running = JoinSet::new();
@@ -168,6 +190,7 @@ impl Dispatcher {
         );
         while running.join_next().await.is_some() {}
         listener.abort();
+        recover.abort();
         metrics.abort();
         oldest_due.abort();
         depth.abort();
@@ -175,31 +198,81 @@ impl Dispatcher {
 }
 
 impl Core {
-    /// Claims as many due deliveries as there are free slots and starts their attempts.
+    /// Claims as many due attempts as there are free slots and starts them: the schedule of
+    /// new deliveries first, then resends, then recovered deliveries with their share.
     async fn dispatch_due(self: &Arc<Self>, running: &mut JoinSet<()>) -> anyhow::Result<usize> {
         let client = self.pool.get().await?;
         let max_attempts = self.max_attempts();
-        deliveries::abandon_stale_last_attempts(&client, max_attempts).await?;
+        let lease = self.settings.attempt_timeout * 2 + LEASE_MARGIN;
         let mut made = 0;
+        for lane in [Lane::Scheduled, Lane::Resend, Lane::Recovered] {
+            loop {
+                let free = self.free_slots(lane);
+                if free == 0 {
+                    break;
+                }
+                let claimed =
+                    deliveries::claim_due(&client, lane, free.min(500) as i64, lease, max_attempts)
+                        .await?;
+                if claimed.is_empty() {
+                    break;
+                }
+                for delivery in claimed {
+                    let permit = self.slots.clone().acquire_owned().await?;
+                    let share = match lane {
+                        Lane::Recovered => Some(self.recovery_slots.clone().acquire_owned().await?),
+                        Lane::Scheduled | Lane::Resend => None,
+                    };
+                    let core = self.clone();
+                    made += 1;
+                    running.spawn(async move {
+                        core.attempt(delivery).await;
+                        drop((permit, share));
+                    });
+                }
+            }
+        }
+        Ok(made)
+    }
+
+    /// Slots free for attempts of `lane`.
+    fn free_slots(&self, lane: Lane) -> usize {
+        let free = self.slots.available_permits();
+        match lane {
+            Lane::Recovered => free.min(self.recovery_slots.available_permits()),
+            Lane::Scheduled | Lane::Resend => free,
+        }
+    }
+
+    /// Applies one batch of the oldest open recover; returns how many deliveries it restarted.
+    async fn apply_recoveries(&self) -> anyhow::Result<u64> {
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        let restarted = deliveries::apply_recoveries(&tx, RECOVER_BATCH).await?;
+        tx.commit().await?;
+        Ok(restarted)
+    }
+
+    /// Applies recovers as they are asked for, a batch at a time, waking the loop after each
+    /// batch that restarted deliveries.
+    async fn apply_recoveries_until_stopped(
+        self: Arc<Self>,
+        asked: Arc<Notify>,
+        restarted: Arc<Notify>,
+    ) {
         loop {
-            let free = self.slots.available_permits();
-            if free == 0 {
-                return Ok(made);
+            match self.apply_recoveries().await {
+                Ok(0) => {}
+                Ok(n) => {
+                    tracing::info!(restarted = n, "Recovered deliveries restarted");
+                    restarted.notify_one();
+                    continue;
+                }
+                Err(err) => tracing::warn!(error = ?err, "Applying a recover failed"),
             }
-            let lease = self.settings.attempt_timeout * 2 + LEASE_MARGIN;
-            let claimed =
-                deliveries::claim_due(&client, free.min(500) as i64, lease, max_attempts).await?;
-            if claimed.is_empty() {
-                return Ok(made);
-            }
-            for delivery in claimed {
-                let permit = self.slots.clone().acquire_owned().await?;
-                let core = self.clone();
-                made += 1;
-                running.spawn(async move {
-                    core.attempt(delivery).await;
-                    drop(permit);
-                });
+            tokio::select! {
+                () = asked.notified() => {}
+                () = tokio::time::sleep(RECOVER_POLL) => {}
             }
         }
     }
@@ -211,7 +284,7 @@ impl Core {
         let Ok(client) = self.pool.get().await else {
             return;
         };
-        if let Ok(next) = deliveries::next_due_at(&client).await {
+        if let Ok(next) = deliveries::next_due_at(&client, true).await {
             let waited = next.map_or(0.0, |at| (clock::now() - at).as_seconds_f64().max(0.0));
             metrics::gauge!(telemetry::WEBHOOK_OLDEST_DUE_SECONDS).set(waited);
         }
@@ -223,7 +296,10 @@ impl Core {
         let Ok(client) = self.pool.get().await else {
             return most;
         };
-        match deliveries::next_due_at(&client).await {
+        // With the recovered lane's share in use, its due rows cannot be claimed: a finishing
+        // attempt wakes the loop instead.
+        let recovered = self.recovery_slots.available_permits() > 0;
+        match deliveries::next_due_at(&client, recovered).await {
             Ok(Some(at)) => Duration::try_from(at - clock::now())
                 .unwrap_or(Duration::ZERO)
                 .clamp(MIN_IDLE, most),
@@ -282,19 +358,30 @@ impl Core {
                 None,
                 Some(reason.to_string()),
                 None,
-                NextStep::Undeliverable,
+                match delivery.lane {
+                    Lane::Resend => NextStep::Unchanged,
+                    Lane::Scheduled | Lane::Recovered => NextStep::Undeliverable,
+                },
             ),
         };
-        let label = match next {
-            NextStep::Delivered => "delivered",
-            NextStep::RetryAt(_) => "retry",
-            NextStep::Abandoned => "abandoned",
-            NextStep::Undeliverable => "undeliverable",
+        let (label, number) = match (delivery.lane, next) {
+            (Lane::Resend, NextStep::Delivered) => {
+                ("delivered", telemetry::WEBHOOK_RESEND.to_owned())
+            }
+            (Lane::Resend, _) => ("failed", telemetry::WEBHOOK_RESEND.to_owned()),
+            (Lane::Scheduled | Lane::Recovered, next) => (
+                match next {
+                    NextStep::Delivered => "delivered",
+                    NextStep::RetryAt(_) => "retry",
+                    NextStep::Abandoned | NextStep::Unchanged => "abandoned",
+                    NextStep::Undeliverable => "undeliverable",
+                },
+                telemetry::webhook_attempt_label(
+                    usize::try_from(delivery.position).unwrap_or(0),
+                    self.settings.schedule.attempts(),
+                ),
+            ),
         };
-        let number = telemetry::webhook_attempt_label(
-            usize::try_from(delivery.attempt).unwrap_or(0),
-            self.settings.schedule.attempts(),
-        );
         metrics::counter!(telemetry::WEBHOOK_ATTEMPTS_TOTAL, "outcome" => label, "attempt" => number)
             .increment(1);
         tracing::info!(
@@ -322,12 +409,16 @@ impl Core {
         i32::try_from(self.settings.schedule.attempts()).unwrap_or(i32::MAX)
     }
 
-    /// The step after a failed attempt that ended at `ended_at`.
+    /// The step after a failed attempt that ended at `ended_at`: the schedule's next
+    /// attempt or its end; a resend is never retried.
     fn retry(&self, delivery: &Claimed, ended_at: OffsetDateTime) -> NextStep {
+        if delivery.lane == Lane::Resend {
+            return NextStep::Unchanged;
+        }
         match self
             .settings
             .schedule
-            .next_after(delivery.attempt, ended_at)
+            .next_after(delivery.position, ended_at)
         {
             Some(at) => NextStep::RetryAt(at),
             None => NextStep::Abandoned,

@@ -71,6 +71,10 @@ pub const REGISTRY_CHECKS_TOTAL: &str = "registry_checks_total";
 pub const JOB_OUTCOMES: [&str; 5] = ["passed", "prohibited", "failed", "requeued", "exhausted"];
 /// The `outcome` values of [`WEBHOOK_ATTEMPTS_TOTAL`].
 pub const WEBHOOK_OUTCOMES: [&str; 4] = ["delivered", "retry", "abandoned", "undeliverable"];
+/// The `attempt` label of [`WEBHOOK_ATTEMPTS_TOTAL`] for a resend, outside the schedule.
+pub const WEBHOOK_RESEND: &str = "resend";
+/// The `outcome` values of [`WEBHOOK_ATTEMPTS_TOTAL`] for a resend (which never retries).
+pub const WEBHOOK_RESEND_OUTCOMES: [&str; 2] = ["delivered", "failed"];
 /// The `reason` values of [`REQUESTS_LIMITED_TOTAL`].
 pub const LIMIT_REASONS: [&str; 3] = ["rate", "lockout", "concurrency"];
 
@@ -119,6 +123,10 @@ pub fn zero_dispatcher_counters(attempts: usize) {
             )
             .increment(0);
         }
+    }
+    for outcome in WEBHOOK_RESEND_OUTCOMES {
+        metrics::counter!(WEBHOOK_ATTEMPTS_TOTAL, "outcome" => outcome, "attempt" => WEBHOOK_RESEND)
+            .increment(0);
     }
 }
 

@@ -63,6 +63,10 @@ const BEARER: &str = "api_key";
         routes::webhooks::list_secrets,
         routes::webhooks::reveal,
         routes::webhooks::rotate,
+        routes::deliveries::list,
+        routes::deliveries::get,
+        routes::deliveries::resend,
+        routes::deliveries::recover,
         routes::registry::check::check,
         routes::registry::entries::report,
         routes::registry::entries::list,
@@ -80,7 +84,8 @@ const BEARER: &str = "api_key";
     tags(
         (name = "submissions", description = "Submit content; each gives a queued job."),
         (name = "jobs", description = "Read jobs, their progress, and export them as CSV."),
-        (name = "webhooks", description = "The global webhook URL and the signing secrets."),
+        (name = "webhooks", description = "The global webhook URL, the signing secrets, and the \
+                                        delivery log with resend and recover."),
         (name = "account", description = "The caller's key and the account's usage."),
         (name = "registry", description = "The Shared Registry of banned users (members only)."),
         (name = "policies", description = "The account's custom categories and blocklist."),

@@ -1,7 +1,6 @@
 //! Job reads: one job, its progress, and the listing by status with a cursor.
 
 use actix_web::{web, HttpResponse};
-use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
 use moderation_shared::{
     clock::format_millis,
     db::jobs::{self, Job},
@@ -9,7 +8,6 @@ use moderation_shared::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use time::OffsetDateTime;
 use utoipa::{
     openapi::{
         schema::{AdditionalProperties, ObjectBuilder, Type},
@@ -18,7 +16,7 @@ use utoipa::{
     IntoParams, ToSchema,
 };
 
-use super::resource;
+use super::{cursor, resource};
 use crate::{
     auth::Principal,
     error::{ApiError, ErrorBody},
@@ -233,13 +231,18 @@ pub(crate) async fn list_jobs(
             "limit must be 1 to {MAX_LIMIT}"
         )));
     }
-    let after = query.cursor.as_deref().map(decode_cursor).transpose()?;
+    let after = query
+        .cursor
+        .as_deref()
+        .map(cursor::decode)
+        .transpose()?
+        .map(|(at, id)| (at, JobId(id)));
     let client = state.pool.get().await?;
     // One more than asked tells whether another page exists.
     let mut found = jobs::list(&client, principal.account_id, &statuses, after, limit + 1).await?;
     let next_cursor = if found.len() as i64 > limit {
         found.truncate(limit as usize);
-        found.last().map(|j| encode_cursor(j.created_at, j.id))
+        found.last().map(|j| cursor::encode(j.created_at, j.id.0))
     } else {
         None
     };
@@ -262,18 +265,4 @@ fn parse_statuses(raw: &str) -> Result<Vec<JobStatus>, ApiError> {
         }
     }
     Ok(statuses)
-}
-
-fn encode_cursor(at: OffsetDateTime, id: JobId) -> String {
-    URL_SAFE_NO_PAD.encode(format!("{}:{}", at.unix_timestamp_nanos(), id))
-}
-
-fn decode_cursor(raw: &str) -> Result<(OffsetDateTime, JobId), ApiError> {
-    let invalid = || ApiError::InvalidRequest("invalid cursor".to_owned());
-    let bytes = URL_SAFE_NO_PAD.decode(raw).map_err(|_| invalid())?;
-    let text = String::from_utf8(bytes).map_err(|_| invalid())?;
-    let (nanos, id) = text.split_once(':').ok_or_else(invalid)?;
-    let nanos: i128 = nanos.parse().map_err(|_| invalid())?;
-    let at = OffsetDateTime::from_unix_timestamp_nanos(nanos).map_err(|_| invalid())?;
-    Ok((at, id.parse().map_err(|_| invalid())?))
 }

@@ -6,6 +6,8 @@ use actix_web::{web, HttpResponse, Resource};
 
 use crate::error::ApiError;
 
+mod cursor;
+pub mod deliveries;
 pub mod export;
 pub mod health;
 pub mod jobs;

@@ -4,6 +4,11 @@
 //! LOCKED`, so several dispatchers can run); a dispatcher that dies simply lets the lease run
 //! out and the row becomes due again. Claiming counts the attempt; the caller gives the
 //! attempt limit (the length of its schedule).
+//!
+//! Three lanes feed a dispatcher ([`Lane`]): the schedule of new deliveries, resends the
+//! account asked for (a lease on `resend_at`), and the fresh schedules of a recover, which the
+//! dispatcher serves with part of its slots so a recover of 100 000 deliveries never delays
+//! anyone else's. The account's reads and requests are in [`super::delivery_log`].
 
 use std::time::Duration;
 
@@ -15,8 +20,10 @@ use tokio_postgres::types::Type;
 use super::{BatchClient, DbError, GenericClient};
 use crate::domain::{AccountId, DeliveryId, DeliveryState, JobId};
 
-/// The channel a new delivery is announced on.
+/// The channel a new delivery or a resend is announced on.
 pub const CHANNEL: &str = "deliveries";
+/// The channel a recover is announced on.
+pub const RECOVERIES_CHANNEL: &str = "delivery_recoveries";
 
 /// A delivery to store when its job completes.
 #[derive(Debug, Clone)]
@@ -71,6 +78,18 @@ pub async fn insert_many(
     Ok(())
 }
 
+/// Which of a dispatcher's queues an attempt comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// The 12-attempt schedule of a new delivery.
+    Scheduled,
+    /// The fresh schedule a recover started: served with part of the slots only, after the
+    /// other lanes, so a large recover never delays other deliveries.
+    Recovered,
+    /// One extra attempt of a finished delivery, asked for by its account.
+    Resend,
+}
+
 /// A claimed attempt.
 #[derive(Debug, Clone)]
 pub struct Claimed {
@@ -82,35 +101,51 @@ pub struct Claimed {
     pub target_url: String,
     /// The body.
     pub body: Vec<u8>,
-    /// This attempt's number, from 1 to the attempt limit.
+    /// This attempt's number in the delivery's log (resends and recovers continue it).
     pub attempt: i32,
-    /// When the schedule wanted it.
+    /// Its place in the current schedule, from 1 to the attempt limit (0 for a resend).
+    pub position: i32,
+    /// Where it came from.
+    pub lane: Lane,
+    /// When the schedule wanted it (for a resend, when it was asked for).
     pub scheduled_at: OffsetDateTime,
 }
 
-/// Claims up to `limit` due deliveries that have had fewer than `max_attempts` attempts, for
-/// `lease`.
+/// Claims up to `limit` due attempts of `lane` for `lease`. A scheduled delivery whose last
+/// attempt (number `max_attempts`) was claimed and never recorded (its dispatcher died) is
+/// abandoned instead.
 pub async fn claim_due(
     client: &impl GenericClient,
+    lane: Lane,
     limit: i64,
     lease: Duration,
     max_attempts: i32,
 ) -> Result<Vec<Claimed>, DbError> {
-    let stmt = client
-        .prepare_cached(
-            "WITH due AS ( \
-                 SELECT id FROM deliveries \
-                 WHERE state = 'pending' AND next_attempt_at <= now() AND attempts < $3 \
-                 ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED) \
+    // Each lane has its own partial index; the predicates must match it literally.
+    let sql = match lane {
+        Lane::Scheduled => claim_scheduled_sql("NOT recovered"),
+        Lane::Recovered => claim_scheduled_sql("recovered"),
+        Lane::Resend => "WITH due AS ( \
+                 SELECT id, resend_at AS asked FROM deliveries \
+                 WHERE resend_at IS NOT NULL AND resend_at <= now() \
+                 ORDER BY resend_at LIMIT $1 FOR UPDATE SKIP LOCKED) \
              UPDATE deliveries d SET attempts = d.attempts + 1, updated_at = now(), \
-                    next_attempt_at = now() + make_interval(secs => $2) \
+                    resend_at = now() + make_interval(secs => $2) \
              FROM due WHERE d.id = due.id \
-             RETURNING d.id, d.account_id, d.target_url, d.body, d.attempts, d.scheduled_at",
-        )
-        .await?;
-    let rows = client
-        .query(&stmt, &[&limit, &lease.as_secs_f64(), &max_attempts])
-        .await?;
+             RETURNING d.id, d.account_id, d.target_url, d.body, d.attempts, \
+                       0 AS position, due.asked AS scheduled_at"
+            .to_owned(),
+    };
+    let stmt = client.prepare_cached(&sql).await?;
+    let lease = lease.as_secs_f64();
+    let rows = match lane {
+        Lane::Resend => client.query(&stmt, &[&limit, &lease]).await?,
+        Lane::Scheduled | Lane::Recovered => {
+            client
+                .query(&stmt, &[&limit, &lease, &max_attempts])
+                .await?
+        }
+    };
     Ok(rows
         .iter()
         .map(|r| Claimed {
@@ -119,25 +154,32 @@ pub async fn claim_due(
             target_url: r.get("target_url"),
             body: r.get("body"),
             attempt: r.get("attempts"),
+            position: r.get("position"),
+            lane,
             scheduled_at: r.get("scheduled_at"),
         })
         .collect())
 }
 
-/// Abandons deliveries whose last attempt (number `max_attempts`) was claimed and never
-/// recorded (its dispatcher died). Returns how many.
-pub async fn abandon_stale_last_attempts(
-    client: &impl GenericClient,
-    max_attempts: i32,
-) -> Result<u64, DbError> {
-    let stmt = client
-        .prepare_cached(
-            "UPDATE deliveries SET state = 'abandoned', next_attempt_at = NULL, \
+/// The claim of a scheduled lane (`recovered` or `NOT recovered`): due rows are taken, those
+/// whose schedule is spent are abandoned, the others get their next attempt.
+fn claim_scheduled_sql(lane: &str) -> String {
+    format!(
+        "WITH due AS ( \
+             SELECT id, schedule_attempts >= $3 AS spent FROM deliveries \
+             WHERE state = 'pending' AND {lane} AND next_attempt_at <= now() \
+             ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED), \
+         abandoned AS ( \
+             UPDATE deliveries d SET state = 'abandoned', next_attempt_at = NULL, \
                     finished_at = now(), updated_at = now() \
-             WHERE state = 'pending' AND attempts >= $1 AND next_attempt_at <= now()",
-        )
-        .await?;
-    Ok(client.execute(&stmt, &[&max_attempts]).await?)
+             FROM due WHERE d.id = due.id AND due.spent) \
+         UPDATE deliveries d SET attempts = d.attempts + 1, \
+                schedule_attempts = d.schedule_attempts + 1, updated_at = now(), \
+                next_attempt_at = now() + make_interval(secs => $2) \
+         FROM due WHERE d.id = due.id AND NOT due.spent \
+         RETURNING d.id, d.account_id, d.target_url, d.body, d.attempts, \
+                   d.schedule_attempts AS position, d.scheduled_at"
+    )
 }
 
 /// How an attempt ended.
@@ -166,16 +208,19 @@ pub enum NextStep {
     Abandoned,
     /// The target can never be delivered to (malformed, not https, not public).
     Undeliverable,
+    /// A resend that was not acknowledged: the delivery keeps its state.
+    Unchanged,
 }
 
 impl NextStep {
-    /// The delivery's state after this step.
-    pub fn state(self) -> DeliveryState {
+    /// The delivery's state after this step, if it changes.
+    pub fn state(self) -> Option<DeliveryState> {
         match self {
-            NextStep::Delivered => DeliveryState::Delivered,
-            NextStep::RetryAt(_) => DeliveryState::Pending,
-            NextStep::Abandoned => DeliveryState::Abandoned,
-            NextStep::Undeliverable => DeliveryState::Undeliverable,
+            NextStep::Delivered => Some(DeliveryState::Delivered),
+            NextStep::RetryAt(_) => Some(DeliveryState::Pending),
+            NextStep::Abandoned => Some(DeliveryState::Abandoned),
+            NextStep::Undeliverable => Some(DeliveryState::Undeliverable),
+            NextStep::Unchanged => None,
         }
     }
 }
@@ -188,31 +233,12 @@ pub async fn record_attempt(
     record: &AttemptRecord<'_>,
     next: NextStep,
 ) -> Result<bool, DbError> {
-    let (next_at, scheduled_at) = match next {
-        NextStep::RetryAt(at) => (Some(at), Some(at)),
-        NextStep::Delivered | NextStep::Abandoned | NextStep::Undeliverable => (None, None),
+    let ours = match claimed.lane {
+        Lane::Scheduled | Lane::Recovered => {
+            record_scheduled(client, claimed, record.status_code, next).await?
+        }
+        Lane::Resend => record_resend(client, claimed, record.status_code, next).await?,
     };
-    let update = client
-        .prepare_cached(
-            "UPDATE deliveries SET state = $3, next_attempt_at = $4, \
-                    scheduled_at = coalesce($5, scheduled_at), updated_at = now(), \
-                    finished_at = CASE WHEN $3 = 'pending' THEN NULL ELSE now() END \
-             WHERE id = $1 AND attempts = $2 AND state = 'pending'",
-        )
-        .await?;
-    let ours = client
-        .execute(
-            &update,
-            &[
-                &claimed.id.0,
-                &claimed.attempt,
-                &next.state().as_str(),
-                &next_at,
-                &scheduled_at,
-            ],
-        )
-        .await?
-        == 1;
     let insert = client
         .prepare_cached(
             "INSERT INTO delivery_attempts (delivery_id, attempt, scheduled_at, started_at, \
@@ -239,10 +265,126 @@ pub async fn record_attempt(
     Ok(ours)
 }
 
-/// When the next pending delivery falls due, if any.
-pub async fn next_due_at(client: &impl GenericClient) -> Result<Option<OffsetDateTime>, DbError> {
-    let stmt = client
-        .prepare_cached("SELECT min(next_attempt_at) FROM deliveries WHERE state = 'pending'")
+/// The step after a scheduled attempt: the next due time, or the end of the schedule.
+async fn record_scheduled(
+    client: &impl GenericClient,
+    claimed: &Claimed,
+    status_code: Option<i32>,
+    next: NextStep,
+) -> Result<bool, DbError> {
+    let state = next.state().unwrap_or(DeliveryState::Pending);
+    let next_at = match next {
+        NextStep::RetryAt(at) => Some(at),
+        _ => None,
+    };
+    let update = client
+        .prepare_cached(
+            "UPDATE deliveries SET state = $3, next_attempt_at = $4, \
+                    scheduled_at = coalesce($4, scheduled_at), updated_at = now(), \
+                    last_status_code = $5, \
+                    finished_at = CASE WHEN $3 = 'pending' THEN NULL ELSE now() END \
+             WHERE id = $1 AND attempts = $2 AND state = 'pending'",
+        )
         .await?;
-    Ok(client.query_one(&stmt, &[]).await?.get(0))
+    Ok(client
+        .execute(
+            &update,
+            &[
+                &claimed.id.0,
+                &claimed.attempt,
+                &state.as_str(),
+                &next_at,
+                &status_code,
+            ],
+        )
+        .await?
+        == 1)
+}
+
+/// The end of a resend: an acknowledged one marks the delivery delivered; any other leaves
+/// its state as it was.
+async fn record_resend(
+    client: &impl GenericClient,
+    claimed: &Claimed,
+    status_code: Option<i32>,
+    next: NextStep,
+) -> Result<bool, DbError> {
+    let update = client
+        .prepare_cached(
+            "UPDATE deliveries SET resend_at = NULL, updated_at = now(), last_status_code = $3, \
+                    state = CASE WHEN $4 THEN 'delivered' ELSE state END, \
+                    finished_at = CASE WHEN $4 THEN now() ELSE finished_at END \
+             WHERE id = $1 AND attempts = $2 AND resend_at IS NOT NULL",
+        )
+        .await?;
+    let delivered = next == NextStep::Delivered;
+    Ok(client
+        .execute(
+            &update,
+            &[&claimed.id.0, &claimed.attempt, &status_code, &delivered],
+        )
+        .await?
+        == 1)
+}
+
+/// When the next attempt falls due, if any: of the scheduled lane and resends, and of the
+/// recovered lane when `recovered` (a dispatcher whose recovery slots are all busy leaves it out).
+pub async fn next_due_at(
+    client: &impl GenericClient,
+    recovered: bool,
+) -> Result<Option<OffsetDateTime>, DbError> {
+    let stmt = client
+        .prepare_cached(
+            "SELECT least( \
+                 (SELECT min(next_attempt_at) FROM deliveries \
+                  WHERE state = 'pending' AND NOT recovered), \
+                 (SELECT min(resend_at) FROM deliveries WHERE resend_at IS NOT NULL), \
+                 CASE WHEN $1 THEN (SELECT min(next_attempt_at) FROM deliveries \
+                                    WHERE state = 'pending' AND recovered) END)",
+        )
+        .await?;
+    Ok(client.query_one(&stmt, &[&recovered]).await?.get(0))
+}
+
+/// Applies up to `batch` deliveries of the oldest recover not yet applied: each `abandoned`
+/// delivery of its window starts a fresh schedule in the recovered lane. Several dispatchers
+/// may run it at once; run it in a transaction. Returns how many deliveries it restarted.
+pub async fn apply_recoveries(client: &impl GenericClient, batch: i64) -> Result<u64, DbError> {
+    let open = client
+        .prepare_cached(
+            "SELECT id, account_id, since, until, requested_at FROM delivery_recoveries \
+             WHERE applied_at IS NULL ORDER BY requested_at LIMIT 1 FOR UPDATE SKIP LOCKED",
+        )
+        .await?;
+    let Some(recovery) = client.query_opt(&open, &[]).await? else {
+        return Ok(0);
+    };
+    let restart = client
+        .prepare_cached(
+            "WITH chosen AS ( \
+                 SELECT id FROM deliveries \
+                 WHERE account_id = $1 AND state = 'abandoned' \
+                   AND created_at >= $2 AND created_at < $3 AND finished_at <= $4 \
+                 LIMIT $5 FOR UPDATE) \
+             UPDATE deliveries d SET state = 'pending', recovered = true, schedule_attempts = 0, \
+                    scheduled_at = now(), next_attempt_at = now(), finished_at = NULL, \
+                    resend_at = NULL, updated_at = now() \
+             FROM chosen WHERE d.id = chosen.id",
+        )
+        .await?;
+    let account: Uuid = recovery.get("account_id");
+    let since: OffsetDateTime = recovery.get("since");
+    let until: OffsetDateTime = recovery.get("until");
+    let requested: OffsetDateTime = recovery.get("requested_at");
+    let restarted = client
+        .execute(&restart, &[&account, &since, &until, &requested, &batch])
+        .await?;
+    if restarted < u64::try_from(batch).unwrap_or(u64::MAX) {
+        let done = client
+            .prepare_cached("UPDATE delivery_recoveries SET applied_at = now() WHERE id = $1")
+            .await?;
+        let id: Uuid = recovery.get("id");
+        client.execute(&done, &[&id]).await?;
+    }
+    Ok(restarted)
 }

@@ -26,6 +26,7 @@ pub mod api_keys;
 pub mod blocklist;
 pub mod custom_categories;
 pub mod deliveries;
+pub mod delivery_log;
 pub mod hash_bank;
 pub mod job_reports;
 pub mod jobs;

@@ -3,6 +3,7 @@
 
 mod jobs;
 mod lifecycle;
+mod log;
 mod schedule;
 mod signatures;
 mod step;
