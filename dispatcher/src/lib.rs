@@ -277,14 +277,16 @@ impl Core {
         }
     }
 
-    /// Publishes how long the oldest due delivery has waited (0 when none is overdue): it
-    /// grows when the dispatcher falls behind or stops.
+    /// Publishes how long the oldest due delivery has waited (0 when none is overdue), leaving
+    /// out recovered ones: it grows when the dispatcher falls behind or stops.
     async fn sample_oldest_due(&self) {
         telemetry::record_pool_use(&self.pool);
         let Ok(client) = self.pool.get().await else {
             return;
         };
-        if let Ok(next) = deliveries::next_due_at(&client, true).await {
+        // A recover's backlog drains behind the other deliveries by design: it is left out,
+        // so the gauge (and its alert) speaks of new deliveries and resends.
+        if let Ok(next) = deliveries::next_due_at(&client, false).await {
             let waited = next.map_or(0.0, |at| (clock::now() - at).as_seconds_f64().max(0.0));
             metrics::gauge!(telemetry::WEBHOOK_OLDEST_DUE_SECONDS).set(waited);
         }
