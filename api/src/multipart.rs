@@ -4,6 +4,9 @@
 //! - A non-file field over [`MAX_PLAIN_FIELD_BYTES`] UTF-8 bytes: 400, except the fields given
 //!   a larger allowance (`text`), which give 413 past it.
 //! - A file part over [`MAX_FILE_BYTES`]: 413. Unknown fields are ignored but count.
+//! - A field given once per item of an array (as OpenAPI describes an array in a multipart
+//!   body, and generated clients send it) counts once, if the handler allows it
+//!   ([`Allowances::repeated`]): at most its item count of parts, [`MAX_FILE_BYTES`] together.
 
 use actix_multipart::Multipart;
 use actix_web::{http::header, web, HttpRequest};
@@ -19,6 +22,15 @@ pub const MAX_PLAIN_FIELD_BYTES: usize = 16_384;
 pub const MAX_FILE_BYTES: usize = 256 * 1024;
 /// The most parts of any kind, so a flood of empty file parts is refused too.
 const MAX_PARTS: usize = 32;
+
+/// What a form's fields may hold beyond the defaults.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Allowances {
+    /// Fields allowed up to [`MAX_FILE_BYTES`] even when sent as ordinary fields.
+    pub large: &'static [&'static str],
+    /// A field that may be given once per item, and the most parts it may have.
+    pub repeated: Option<(&'static str, usize)>,
+}
 
 /// One part of a form.
 #[derive(Debug)]
@@ -56,6 +68,15 @@ impl Form {
         Ok(found)
     }
 
+    /// Every part named `name`, in the order sent.
+    pub fn take_all(&mut self, name: &str) -> Vec<Part> {
+        let (found, rest) = std::mem::take(&mut self.parts)
+            .into_iter()
+            .partition(|part| part.name == name);
+        self.parts = rest;
+        found
+    }
+
     /// The one non-file field `name` as text.
     pub fn text(&mut self, name: &str) -> Result<Option<String>, ApiError> {
         match self.take(name)? {
@@ -67,12 +88,11 @@ impl Form {
     }
 }
 
-/// Reads the form of `req`. `large` names fields allowed up to [`MAX_FILE_BYTES`] even when
-/// sent as ordinary fields.
+/// Reads the form of `req` with the limits, widened by `allow`.
 pub async fn read_form(
     req: &HttpRequest,
     payload: web::Payload,
-    large: &[&str],
+    allow: Allowances,
 ) -> Result<Form, ApiError> {
     let content_type = req
         .headers()
@@ -90,20 +110,36 @@ pub async fn read_form(
     }
     let mut multipart = Multipart::new(req.headers(), payload);
     let mut form = Form::default();
+    let mut parts = 0;
     let mut plain_fields = 0;
+    let mut repeats = Repeats::default();
     while let Some(mut field) = multipart.try_next().await.map_err(malformed)? {
-        if form.parts.len() == MAX_PARTS {
-            return Err(ApiError::PayloadTooLarge(format!(
-                "a form may have at most {MAX_PARTS} parts"
-            )));
-        }
         let disposition = field.content_disposition();
         let name = disposition
             .and_then(|d| d.get_name())
             .ok_or_else(|| ApiError::InvalidRequest("a form part has no field name".to_owned()))?
             .to_owned();
         let is_file = disposition.and_then(|d| d.get_filename()).is_some();
-        if !is_file {
+        let repeated = allow.repeated.filter(|(field, _)| *field == name);
+        if let Some((field, most)) = repeated {
+            repeats.parts += 1;
+            if repeats.parts > most {
+                return Err(ApiError::PayloadTooLarge(format!(
+                    "field {field:?} may be given at most {most} times"
+                )));
+            }
+        }
+        // A repeated field's parts count as one part and one field.
+        let counted = repeated.is_none() || repeats.parts == 1;
+        if counted {
+            parts += 1;
+            if parts > MAX_PARTS {
+                return Err(ApiError::PayloadTooLarge(format!(
+                    "a form may have at most {MAX_PARTS} parts"
+                )));
+            }
+        }
+        if !is_file && counted {
             plain_fields += 1;
             if plain_fields > MAX_PLAIN_FIELDS {
                 return Err(ApiError::PayloadTooLarge(format!(
@@ -111,7 +147,7 @@ pub async fn read_form(
                 )));
             }
         }
-        let limit = if is_file || large.contains(&name.as_str()) {
+        let limit = if is_file || allow.large.contains(&name.as_str()) {
             MAX_FILE_BYTES
         } else {
             MAX_PLAIN_FIELD_BYTES
@@ -131,6 +167,14 @@ pub async fn read_form(
             }
             value.extend_from_slice(&chunk);
         }
+        if repeated.is_some() {
+            repeats.bytes += value.len();
+            if repeats.bytes > MAX_FILE_BYTES {
+                return Err(ApiError::PayloadTooLarge(format!(
+                    "the parts of field {name:?} hold more than {MAX_FILE_BYTES} bytes together"
+                )));
+            }
+        }
         form.parts.push(Part {
             name,
             is_file,
@@ -138,6 +182,13 @@ pub async fn read_form(
         });
     }
     Ok(form)
+}
+
+/// The parts of the repeated field read so far.
+#[derive(Debug, Default)]
+struct Repeats {
+    parts: usize,
+    bytes: usize,
 }
 
 fn malformed(err: actix_multipart::MultipartError) -> ApiError {

@@ -53,8 +53,11 @@ pub fn document(doc: &mut OpenApi) {
                 .min_items(Some(1))
                 .max_items(Some(MAX_CHAT_MESSAGES))
                 .description(Some(
-                    "A JSON array of messages, sent as an ordinary field (up to 16,384 bytes) or \
-                     a file part (up to 256 KiB).",
+                    "The messages: one part per message, each a JSON object (how a multipart \
+                     array is sent; each part up to 16,384 bytes as an ordinary field, 256 KiB \
+                     together, the parts counting as one field), or the whole JSON array in one \
+                     part, sent as an ordinary field (up to 16,384 bytes) or a file part (up to \
+                     256 KiB).",
                 ))
                 .into(),
             "Submits a chat; it is classified as text.",

@@ -15,7 +15,7 @@ use crate::{
     auth::Principal,
     error::ApiError,
     intake::Persisted,
-    multipart::{read_form, Form},
+    multipart::{read_form, Allowances, Form, Part},
     state::AppState,
 };
 
@@ -63,7 +63,11 @@ async fn prompt(
     req: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let mut form = read_form(&req, payload, &["text"]).await?;
+    let allow = Allowances {
+        large: &["text"],
+        ..Allowances::default()
+    };
+    let mut form = read_form(&req, payload, allow).await?;
     let text = form
         .text("text")?
         .ok_or_else(|| ApiError::InvalidRequest("field \"text\" is required".to_owned()))?;
@@ -93,15 +97,12 @@ async fn chat(
     req: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let mut form = read_form(&req, payload, &[]).await?;
-    let raw = form
-        .take("messages")?
-        .ok_or_else(|| ApiError::InvalidRequest("field \"messages\" is required".to_owned()))?;
-    let messages: Vec<ChatMessage> = serde_json::from_slice(&raw.value).map_err(|e| {
-        ApiError::InvalidRequest(format!(
-            "\"messages\" must be a JSON array of {{\"role\": \"user\"|\"assistant\"|\"system\", \"content\": string}}: {e}"
-        ))
-    })?;
+    let allow = Allowances {
+        repeated: Some(("messages", MAX_CHAT_MESSAGES)),
+        ..Allowances::default()
+    };
+    let mut form = read_form(&req, payload, allow).await?;
+    let messages = chat_messages(form.take_all("messages"))?;
     if messages.is_empty() || messages.len() > MAX_CHAT_MESSAGES {
         return Err(ApiError::InvalidRequest(format!(
             "\"messages\" must hold 1 to {MAX_CHAT_MESSAGES} messages"
@@ -138,7 +139,7 @@ async fn media(
 ) -> Result<HttpResponse, ApiError> {
     let modality = **modality;
     let field = modality.as_str();
-    let mut form = read_form(&req, payload, &[]).await?;
+    let mut form = read_form(&req, payload, Allowances::default()).await?;
     let part = form
         .take(field)?
         .ok_or_else(|| ApiError::InvalidRequest(format!("field {field:?} is required")))?;
@@ -166,6 +167,30 @@ async fn media(
         },
     )
     .await
+}
+
+/// The chat's messages: one part holding the JSON array, or one part per message (as OpenAPI
+/// describes an array in a multipart body, and generated clients send it), each a JSON
+/// object. A lone part holding one object is a chat of one message.
+fn chat_messages(parts: Vec<Part>) -> Result<Vec<ChatMessage>, ApiError> {
+    let shape =
+        "a JSON array of {\"role\": \"user\"|\"assistant\"|\"system\", \"content\": string}, \
+                 or one such object per part";
+    let invalid = |e: serde_json::Error| {
+        ApiError::InvalidRequest(format!("\"messages\" must be {shape}: {e}"))
+    };
+    match parts.as_slice() {
+        [] => Err(ApiError::InvalidRequest(
+            "field \"messages\" is required".to_owned(),
+        )),
+        [one] if one.value.trim_ascii_start().starts_with(b"[") => {
+            serde_json::from_slice(&one.value).map_err(invalid)
+        }
+        _ => parts
+            .iter()
+            .map(|part| serde_json::from_slice(&part.value).map_err(invalid))
+            .collect(),
+    }
 }
 
 /// The optional `webhook_url`: https only, public addresses only.

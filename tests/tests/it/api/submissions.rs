@@ -295,6 +295,100 @@ async fn chat_messages_as_a_file_part_may_be_256_kib_and_as_a_field_16384_bytes(
     assert_error(field_over, 400, "INVALID_REQUEST").await;
 }
 
+/// A form with one `messages` part per message, each a JSON object sent as
+/// `application/json`, as clients generated from the OpenAPI document send an array.
+fn message_parts(contents: &[String]) -> Form {
+    contents.iter().fold(Form::new(), |form, content| {
+        let message = json!({ "role": "user", "content": content }).to_string();
+        form.part(
+            "messages",
+            reqwest::multipart::Part::text(message)
+                .mime_str("application/json")
+                .unwrap(),
+        )
+    })
+}
+
+#[tokio::test]
+async fn a_chat_may_come_one_part_per_message_as_generated_clients_send_it() {
+    let app = spawn_app().await;
+    let key = app.account_with_key(None).await;
+    app.lift_rate_limit(key.account).await;
+    let short = |n: usize| (0..n).map(|i| format!("m{i}")).collect::<Vec<_>>();
+    // A part of 16,384 bytes: the JSON object around `len` bytes of content.
+    let sized = |len: usize| "a".repeat(len - r#"{"role":"user","content":""}"#.len());
+
+    let two = app.submit("chat", &key, message_parts(&short(2))).await;
+    let lone = app.submit("chat", &key, message_parts(&short(1))).await;
+    let five_hundred = app.submit("chat", &key, message_parts(&short(500))).await;
+    let five_hundred_one = app.submit("chat", &key, message_parts(&short(501))).await;
+    let at_byte_limit = app
+        .submit("chat", &key, message_parts(&vec![sized(16_384); 16]))
+        .await;
+    let over_byte_limit = app
+        .submit(
+            "chat",
+            &key,
+            message_parts(&vec![sized(16_384); 16])
+                .text("messages", r#"{"role":"user","content":""}"#),
+        )
+        .await;
+    let with_seven_fields = app
+        .submit(
+            "chat",
+            &key,
+            (0..7).fold(message_parts(&short(3)), |f, i| {
+                f.text(format!("x{i}"), "1")
+            }),
+        )
+        .await;
+    let with_eight_fields = app
+        .submit(
+            "chat",
+            &key,
+            (0..8).fold(message_parts(&short(3)), |f, i| {
+                f.text(format!("x{i}"), "1")
+            }),
+        )
+        .await;
+    let array_among_parts = app
+        .submit(
+            "chat",
+            &key,
+            message_parts(&short(1)).text("messages", r#"[{"role":"user","content":"x"}]"#),
+        )
+        .await;
+    let bad_role_part = app
+        .submit(
+            "chat",
+            &key,
+            message_parts(&short(1)).text("messages", r#"{"role":"robot","content":"x"}"#),
+        )
+        .await;
+
+    assert_eq!(two.status(), 202);
+    let id = two.json::<Value>().await.unwrap()["job_id"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let row = stored(&app, id).await;
+    assert_eq!(row.get::<_, &str>("content"), "user: m0\nuser: m1");
+    assert_eq!(
+        row.get::<_, Value>("messages"),
+        json!([{ "role": "user", "content": "m0" }, { "role": "user", "content": "m1" }])
+    );
+    assert_eq!(lone.status(), 202);
+    assert_eq!(five_hundred.status(), 202);
+    assert_error(five_hundred_one, 413, "PAYLOAD_TOO_LARGE").await;
+    assert_eq!(at_byte_limit.status(), 202);
+    assert_error(over_byte_limit, 413, "PAYLOAD_TOO_LARGE").await;
+    assert_eq!(with_seven_fields.status(), 202);
+    assert_error(with_eight_fields, 413, "PAYLOAD_TOO_LARGE").await;
+    assert_error(array_among_parts, 400, "INVALID_REQUEST").await;
+    assert_error(bad_role_part, 400, "INVALID_REQUEST").await;
+}
+
 #[tokio::test]
 async fn media_submissions_take_a_public_url_and_refuse_others() {
     let app = spawn_app().await;
