@@ -156,7 +156,9 @@ impl Relay {
                 outcome: JobOutcome::exhausted(JOB_MAX_TRIES),
             })
             .collect();
-        db::jobs::finish_many(&*tx, &results).await?;
+        if !results.is_empty() {
+            db::jobs::finish_many(&*tx, &results).await?;
+        }
         tx.commit().await?;
         for &job in &expired.exhausted {
             if let Err(err) = self.queue.record_dead(modality, job).await {
