@@ -436,13 +436,13 @@ pub struct ClaimRequest {
 
 /// Claims each requested job: a queued job (or, on a redelivery, one a lost worker left
 /// `processing`) moves to `processing` in its first stage with one more attempt, the request's
-/// token as its claimant and a lease of `lease` (see [`super::job_leases`]). One that has had
-/// `max_tries` already is left as it is and answered [`Claim::Exhausted`]: the caller ends it
-/// with [`finish_many`], so its failure is delivered like any other. A job this very token
-/// holds already (the claim ran again after its reply was lost) is answered
-/// [`Claim::Claimed`] again, without another attempt. Anything else is a duplicate, and so is
-/// every request for a job but the first when one call asks for a job twice. One answer per
-/// request, in order.
+/// token as its claimant and a lease of `lease` (renewed, and rescued once it runs out, by
+/// `db::job_leases`). One that has had `max_tries` already is left as it is and answered
+/// [`Claim::Exhausted`]: the caller ends it with [`finish_many`], so its failure is delivered
+/// like any other. A job this very token holds already (the claim ran again after its reply
+/// was lost) is answered [`Claim::Claimed`] again, without another attempt. Anything else is a
+/// duplicate, and so is every request for a job but the first when one call asks for a job
+/// twice. One answer per request, in order.
 pub async fn claim_many(
     client: &impl BatchClient,
     requests: &[ClaimRequest],
