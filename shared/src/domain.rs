@@ -120,6 +120,11 @@ id_type!(
     JobId
 );
 id_type!(
+    /// One delivery's claim on a job: written on the job row by the claim and by the result, so
+    /// a claim or result run again after its reply was lost recognises its own write.
+    ClaimToken
+);
+id_type!(
     /// A Shared Registry entry.
     RegistryEntryId
 );

@@ -29,6 +29,8 @@ pub const QUEUE_TAKEOVERS_TOTAL: &str = "queue_takeovers_total";
 pub const QUEUE_READ_ERRORS_TOTAL: &str = "queue_read_errors_total";
 /// Jobs the relay put on the queue again, by `modality`.
 pub const QUEUE_RELAYED_TOTAL: &str = "queue_relayed_total";
+/// `processing` jobs whose lease ran out and that the relay rescued, by `modality`.
+pub const QUEUE_RESCUED_TOTAL: &str = "queue_rescued_total";
 /// Queue depth by `modality` and `state` (`waiting`, `in_flight`, `retrying`, `dead`).
 pub const QUEUE_DEPTH: &str = "queue_depth";
 /// Jobs a worker took to an end or gave back, by `modality` and `outcome` (`passed`,
@@ -107,6 +109,7 @@ pub fn zero_worker_counters(modalities: &[crate::domain::Modality]) {
         metrics::counter!(QUEUE_TAKEOVERS_TOTAL, "modality" => modality).increment(0);
         metrics::counter!(QUEUE_READ_ERRORS_TOTAL, "modality" => modality).increment(0);
         metrics::counter!(QUEUE_RELAYED_TOTAL, "modality" => modality).increment(0);
+        metrics::counter!(QUEUE_RESCUED_TOTAL, "modality" => modality).increment(0);
     }
     metrics::counter!(WORKER_RESTARTS_TOTAL).increment(0);
 }
@@ -246,6 +249,11 @@ fn describe() {
         QUEUE_RELAYED_TOTAL,
         Unit::Count,
         "Jobs the relay put on the queue again, by modality."
+    );
+    describe_counter!(
+        QUEUE_RESCUED_TOTAL,
+        Unit::Count,
+        "Processing jobs whose lease ran out, put back on the queue or failed, by modality."
     );
     describe_gauge!(QUEUE_DEPTH, "Queue entries by modality and state.");
     describe_gauge!(

@@ -32,6 +32,16 @@ pub enum JobOutcome {
     },
 }
 
+impl JobOutcome {
+    /// The failure of a job that was taken `tries` times without completing: `INTERNAL`.
+    pub fn exhausted(tries: i32) -> Self {
+        Self::Failed {
+            code: FailureCode::Internal,
+            message: format!("The job did not complete after {tries} tries."),
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct Decided<'a> {
     job_id: JobId,

@@ -10,7 +10,9 @@
 //! - `/zeros/N` and `/zeros-chunked/N`: N zero bytes, with or without `content-length`;
 //! - `/status/CODE`: that status;
 //! - `/flaky/K/NAME`: 503 for the first K requests, then `/file/NAME`;
-//! - `/slow`: headers at once, then a byte every 200 ms forever.
+//! - `/slow`: headers at once, then a byte every 200 ms forever;
+//! - `/slow-first/NAME`: `/slow` for the first request, then `/file/NAME` (a worker killed
+//!   mid-download, then a download that works).
 
 use std::{
     collections::HashMap,
@@ -161,18 +163,23 @@ fn respond(req: &Request<Incoming>, shared: &Mutex<Shared>) -> Response<Body> {
                 redirect(&format!("/file/{name}"))
             }
         }
-        ["slow"] => {
-            let stream = futures_util::stream::unfold((), |()| async {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                Some((
-                    Ok::<_, Infallible>(Frame::data(Bytes::from_static(b"."))),
-                    (),
-                ))
-            });
-            Response::new(BodyExt::boxed(StreamBody::new(stream)))
-        }
+        ["slow"] => slow(),
+        ["slow-first", _] if seen == 1 => slow(),
+        ["slow-first", name] => redirect(&format!("/file/{name}")),
         _ => status(StatusCode::NOT_FOUND),
     }
+}
+
+/// Headers at once, then a byte every 200 ms forever.
+fn slow() -> Response<Body> {
+    let stream = futures_util::stream::unfold((), |()| async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        Some((
+            Ok::<_, Infallible>(Frame::data(Bytes::from_static(b"."))),
+            (),
+        ))
+    });
+    Response::new(BodyExt::boxed(StreamBody::new(stream)))
 }
 
 /// `n` zero bytes streamed in 1 MiB chunks, with `content-length` when `declare`.

@@ -198,6 +198,41 @@ pub async fn insert_jobs(
     rows.iter().map(|r| JobId(r.get(0))).collect()
 }
 
+/// Deletes every key of `redis`'s namespace: as if Redis had lost this test's data, without
+/// touching other tests' keys. Returns how many keys went.
+pub async fn delete_namespace(redis: &RedisSettings) -> usize {
+    let conn = RedisConn::new(redis).expect("redis settings");
+    let pattern = conn.key("*");
+    conn.with(|mut conn| async move {
+        let mut keys: Vec<String> = Vec::new();
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut conn)
+                .await?;
+            keys.extend(batch);
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        if !keys.is_empty() {
+            redis::cmd("DEL")
+                .arg(&keys)
+                .query_async::<()>(&mut conn)
+                .await?;
+        }
+        Ok(keys.len())
+    })
+    .await
+    .expect("delete the namespace's keys")
+}
+
 /// How many of the test database's jobs have `status`.
 pub async fn count_status(app: &TestApp, status: &str) -> i64 {
     let client = app.db.pool.get().await.expect("connect");

@@ -2,7 +2,8 @@
 //! classifies. It never answers API requests and never sends webhooks.
 //!
 //! Each modality gets one apalis worker on a [`StreamBackend`], with the modality's
-//! concurrency, all under one apalis `Monitor` that stops them gracefully. The relay runs
+//! concurrency, all under one apalis `Monitor` that stops them gracefully. The relay (with the
+//! rescue of jobs whose lease ran out) and the renewal of the leases of jobs in progress run
 //! beside them for the same modalities.
 
 use std::{
@@ -36,7 +37,7 @@ mod settings;
 pub use settings::{ClassifierSettings, Concurrency, WorkerSettings, DEFAULT_CONCURRENCY};
 
 use checks::Checks;
-use jobs::{store::JobStore, JobContext};
+use jobs::{lease::Leases, store::JobStore, JobContext};
 
 /// Counters of one worker process, for tests and diagnostics.
 #[derive(Debug, Clone, Default)]
@@ -123,7 +124,8 @@ impl Worker {
             self.settings.modalities.clone(),
             self.settings.queue.clone(),
         );
-        let monitor = self.monitor(queue);
+        let leases = Leases::default();
+        let monitor = self.monitor(queue, leases.clone());
         let stopped = monitor.run_with_signal(async move {
             shutdown.await;
             tracing::info!("Worker stopping");
@@ -136,14 +138,20 @@ impl Worker {
             },
             () = self.metrics.serve() => {}
             () = relay.run_until_stopped() => {}
+            () = leases.run_until_stopped(self.pool.clone(), self.settings.queue.lease) => {}
             () = runtime::watch_dependencies(self.pool, self.redis, Duration::from_secs(5)) => {}
         }
     }
 
-    fn monitor(&self, queue: JobQueue) -> Monitor {
+    fn monitor(&self, queue: JobQueue, leases: Leases) -> Monitor {
         let ctx = JobContext {
             pool: self.pool.clone(),
-            store: JobStore::start(self.pool.clone(), self.unflushed.clone()),
+            store: JobStore::start(
+                self.pool.clone(),
+                self.unflushed.clone(),
+                self.settings.queue.lease,
+            ),
+            leases,
             queue: queue.clone(),
             checks: self.checks.clone(),
         };

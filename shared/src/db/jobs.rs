@@ -10,8 +10,8 @@ use tokio_postgres::{
 use super::{deliveries::NewDelivery, BatchClient, DbError, GenericClient};
 use crate::{
     domain::{
-        AccountId, ApiKeyId, ChatMessage, DeliveryId, FailureCode, JobId, JobStage, JobStatus,
-        Modality,
+        AccountId, ApiKeyId, ChatMessage, ClaimToken, DeliveryId, FailureCode, JobId, JobStage,
+        JobStatus, Modality,
     },
     webhook_body::JobOutcome,
 };
@@ -182,7 +182,7 @@ pub async fn list(
     rows.iter().map(Job::from_row).collect()
 }
 
-/// What [`finish`] did.
+/// What [`finish_many`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finished {
     /// The delivery made for it, when the job had a target.
@@ -191,29 +191,42 @@ pub struct Finished {
     pub since_submitted: time::Duration,
 }
 
+/// A job's result, written by the delivery holding `token`: see [`finish_many`].
+#[derive(Debug, Clone)]
+pub struct JobResult {
+    /// The job.
+    pub id: JobId,
+    /// The writer's claim token (a fresh one when no claim was made, as for a job out of tries).
+    pub token: ClaimToken,
+    /// How it ended.
+    pub outcome: JobOutcome,
+}
+
 /// Ends each job of `results` that is not yet terminal with its outcome, and stores its
 /// webhook delivery: to the job's own `webhook_url`, else to the account's global URL at this
 /// moment, else none. Run it in the transaction that writes the results, so each result and
 /// its delivery land together or not at all. One answer per result, in order: `None` when the
-/// job had already ended (a job run twice completes once, also when both runs are in one call).
+/// job had already ended (a job run twice completes once, also when both runs are in one call),
+/// except when it was ended with this very token: a result run again after its commit's reply
+/// was lost answers as the first run did (with the delivery it made), and writes nothing.
 pub async fn finish_many(
     client: &impl BatchClient,
-    results: &[(JobId, JobOutcome)],
+    results: &[JobResult],
 ) -> Result<Vec<Option<Finished>>, DbError> {
     let mut columns = FinishColumns::default();
-    for (id, outcome) in results {
-        columns.push(*id, outcome);
+    for result in results {
+        columns.push(result);
     }
     let rows = client
         .query_typed(
             "UPDATE jobs SET status = r.status, stage = r.stage, is_prohibited = r.prohibited, \
                     reason = r.reason, categories = r.categories, nsfw_checked = r.nsfw, \
-                    error_code = r.code, error_message = r.message, \
-                    completed_at = now(), updated_at = now() \
+                    error_code = r.code, error_message = r.message, claim_token = r.token, \
+                    locked_until = NULL, completed_at = now(), updated_at = now() \
              FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bool[], $5::text[], \
-                         $6::jsonb[], $7::bool[], $8::text[], $9::text[]) \
+                         $6::jsonb[], $7::bool[], $8::text[], $9::text[], $10::uuid[]) \
                   WITH ORDINALITY AS r(id, status, stage, prohibited, reason, categories, nsfw, \
-                                       code, message, ord) \
+                                       code, message, token, ord) \
              WHERE jobs.id = r.id AND jobs.status IN ('queued', 'processing') \
              RETURNING r.ord, jobs.account_id, jobs.created_at, jobs.completed_at, \
                        coalesce(jobs.webhook_url, \
@@ -229,6 +242,7 @@ pub async fn finish_many(
                 (&columns.nsfw, Type::BOOL_ARRAY),
                 (&columns.codes, Type::TEXT_ARRAY),
                 (&columns.messages, Type::TEXT_ARRAY),
+                (&columns.tokens, Type::UUID_ARRAY),
             ],
         )
         .await?;
@@ -238,7 +252,7 @@ pub async fn finish_many(
         let Some(index) = ordinal(row.get("ord"), results.len()) else {
             continue;
         };
-        let (id, outcome) = &results[index];
+        let JobResult { id, outcome, .. } = &results[index];
         let completed_at: OffsetDateTime = row.get("completed_at");
         let since_submitted = completed_at - row.get::<_, OffsetDateTime>("created_at");
         let delivery_id = row.get::<_, Option<String>>("target").map(|target| {
@@ -258,7 +272,52 @@ pub async fn finish_many(
         });
     }
     super::deliveries::insert_many(client, &deliveries).await?;
+    let unanswered: Vec<usize> = (0..results.len())
+        .filter(|&i| finished[i].is_none())
+        .collect();
+    if !unanswered.is_empty() {
+        for (index, again) in finished_before(client, results, &unanswered).await? {
+            finished[index] = Some(again);
+        }
+    }
     Ok(finished)
+}
+
+/// Of the results at `indexes`, those whose job this very token already ended (a result run
+/// again after its reply was lost): their index and what the first run did.
+async fn finished_before(
+    client: &impl BatchClient,
+    results: &[JobResult],
+    indexes: &[usize],
+) -> Result<Vec<(usize, Finished)>, DbError> {
+    let ids: Vec<uuid::Uuid> = indexes.iter().map(|&i| results[i].id.0).collect();
+    let tokens: Vec<uuid::Uuid> = indexes.iter().map(|&i| results[i].token.0).collect();
+    let rows = client
+        .query_typed(
+            "SELECT r.ord, j.created_at, j.completed_at, d.id AS delivery_id
+             FROM unnest($1::uuid[], $2::uuid[]) WITH ORDINALITY AS r(id, token, ord)
+             JOIN jobs j ON j.id = r.id AND j.claim_token = r.token
+                        AND j.status IN ('completed', 'failed')
+             LEFT JOIN deliveries d ON d.job_id = j.id",
+            &[(&ids, Type::UUID_ARRAY), (&tokens, Type::UUID_ARRAY)],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .filter_map(|row| {
+            let index = ordinal(row.get("ord"), indexes.len()).map(|i| indexes[i])?;
+            let completed_at: OffsetDateTime = row.get("completed_at");
+            Some((
+                index,
+                Finished {
+                    delivery_id: row
+                        .get::<_, Option<uuid::Uuid>>("delivery_id")
+                        .map(DeliveryId),
+                    since_submitted: completed_at - row.get::<_, OffsetDateTime>("created_at"),
+                },
+            ))
+        })
+        .collect())
 }
 
 /// [`finish_many`]'s parameters, one array per column.
@@ -273,12 +332,14 @@ struct FinishColumns<'a> {
     nsfw: Vec<Option<bool>>,
     codes: Vec<Option<&'static str>>,
     messages: Vec<Option<&'a str>>,
+    tokens: Vec<uuid::Uuid>,
 }
 
 impl<'a> FinishColumns<'a> {
-    fn push(&mut self, id: JobId, outcome: &'a JobOutcome) {
-        self.ids.push(id.0);
-        match outcome {
+    fn push(&mut self, result: &'a JobResult) {
+        self.ids.push(result.id.0);
+        self.tokens.push(result.token.0);
+        match &result.outcome {
             JobOutcome::Decided {
                 is_prohibited,
                 reason,
@@ -348,10 +409,11 @@ impl ClaimedJob {
     }
 }
 
-/// What [`claim`] did.
+/// What [`claim_many`] did.
 #[derive(Debug, Clone)]
 pub enum Claim {
-    /// The job moved to `processing` with one more attempt.
+    /// The job moved to `processing` with one more attempt (or had already, by this very
+    /// claim, whose reply was lost).
     Claimed(ClaimedJob),
     /// The job had used all `max_tries`: end it as failed with `INTERNAL`.
     Exhausted,
@@ -364,6 +426,8 @@ pub enum Claim {
 pub struct ClaimRequest {
     /// The job.
     pub id: JobId,
+    /// This delivery's token, written on the job as its claimant.
+    pub token: ClaimToken,
     /// Whether an earlier delivery was lost, so the job may be left `processing`.
     pub redelivery: bool,
     /// The stage it starts in.
@@ -371,28 +435,42 @@ pub struct ClaimRequest {
 }
 
 /// Claims each requested job: a queued job (or, on a redelivery, one a lost worker left
-/// `processing`) moves to `processing` in its first stage with one more attempt. One that has
-/// had `max_tries` already is left as it is and answered [`Claim::Exhausted`]: the caller ends
-/// it with [`finish_many`], so its failure is delivered like any other. Anything else is a
+/// `processing`) moves to `processing` in its first stage with one more attempt, the request's
+/// token as its claimant and a lease of `lease` (renewed, and rescued once it runs out, by
+/// `db::job_leases`). One that has had `max_tries` already is left as it is and answered
+/// [`Claim::Exhausted`]: the caller ends it with [`finish_many`], so its failure is delivered
+/// like any other. A job this very token holds already (the claim ran again after its reply
+/// was lost) is answered [`Claim::Claimed`] again, without another attempt. Anything else is a
 /// duplicate, and so is every request for a job but the first when one call asks for a job
 /// twice. One answer per request, in order.
 pub async fn claim_many(
     client: &impl BatchClient,
     requests: &[ClaimRequest],
     max_tries: i32,
+    lease: std::time::Duration,
 ) -> Result<Vec<Claim>, DbError> {
     let ids: Vec<uuid::Uuid> = requests.iter().map(|r| r.id.0).collect();
+    let tokens: Vec<uuid::Uuid> = requests.iter().map(|r| r.token.0).collect();
     let redeliveries: Vec<bool> = requests.iter().map(|r| r.redelivery).collect();
     let stages: Vec<&str> = requests.iter().map(|r| r.first_stage.as_str()).collect();
+    let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
     let rows = client
         .query_typed(
-            "UPDATE jobs SET status = 'processing', stage = r.stage, attempts = attempts + 1,
+            "UPDATE jobs SET status = 'processing', stage = r.stage,
+                             attempts = CASE WHEN jobs.status = 'processing'
+                                              AND jobs.claim_token = r.token
+                                             THEN attempts ELSE attempts + 1 END,
+                             claim_token = r.token,
+                             locked_until = now() + $6 * interval '1 millisecond',
                              updated_at = now()
-             FROM unnest($2::uuid[], $3::bool[], $4::text[])
-                      WITH ORDINALITY AS r(id, redelivery, stage, ord),
+             FROM unnest($2::uuid[], $3::bool[], $4::text[], $5::uuid[])
+                      WITH ORDINALITY AS r(id, redelivery, stage, token, ord),
                   accounts a
-             WHERE jobs.id = r.id AND a.id = jobs.account_id AND jobs.attempts < $1
-               AND (jobs.status = 'queued' OR (jobs.status = 'processing' AND r.redelivery))
+             WHERE jobs.id = r.id AND a.id = jobs.account_id
+               AND ((jobs.status = 'processing' AND jobs.claim_token = r.token)
+                    OR (jobs.attempts < $1
+                        AND (jobs.status = 'queued'
+                             OR (jobs.status = 'processing' AND r.redelivery))))
              RETURNING r.ord, jobs.account_id, jobs.content, jobs.messages, jobs.attempts,
                        a.nsfw_check, a.policy_version",
             &[
@@ -400,6 +478,8 @@ pub async fn claim_many(
                 (&ids, Type::UUID_ARRAY),
                 (&redeliveries, Type::BOOL_ARRAY),
                 (&stages, Type::TEXT_ARRAY),
+                (&tokens, Type::UUID_ARRAY),
+                (&lease_ms, Type::INT8),
             ],
         )
         .await?;
@@ -475,16 +555,21 @@ pub async fn set_stage(
     Ok(())
 }
 
-/// Gives a `processing` job back to the queue after a transient failure: it becomes `queued`
-/// again, marked as enqueued now, so the relay puts it back on the queue once its grace time
-/// has passed (the retry's backoff). `false` when the job was no longer processing.
-pub async fn requeue(client: &impl GenericClient, id: JobId) -> Result<bool, DbError> {
+/// Gives a `processing` job that `token` holds back to the queue after a transient failure:
+/// it becomes `queued` again, marked as enqueued now, so the relay puts it back on the queue
+/// once its grace time has passed (the retry's backoff). `false` when the job was no longer
+/// processing under this token (it was rescued, or another delivery took it over).
+pub async fn requeue(
+    client: &impl GenericClient,
+    id: JobId,
+    token: ClaimToken,
+) -> Result<bool, DbError> {
     let stmt = client
         .prepare_cached(
             "UPDATE jobs SET status = 'queued', stage = 'queued', enqueued_at = now(),
-                             updated_at = now()
-             WHERE id = $1 AND status = 'processing'",
+                             claim_token = NULL, locked_until = NULL, updated_at = now()
+             WHERE id = $1 AND status = 'processing' AND claim_token = $2",
         )
         .await?;
-    Ok(client.execute(&stmt, &[&id.0]).await? == 1)
+    Ok(client.execute(&stmt, &[&id.0, &token.0]).await? == 1)
 }

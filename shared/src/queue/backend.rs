@@ -3,7 +3,7 @@
 //! apalis drives [`StreamBackend`] like any backend (`poll_ready`, `poll_next`, `poll_close`);
 //! a [`Consumer`] task does the Redis work and feeds it through a channel. The backend's own
 //! middleware, [`AckLayer`], wraps every handler call: a success acknowledges the entry
-//! (`XACK` + `XDEL` + `SREM`, so finished entries never accumulate); a failure leaves it
+//! (`XACK` + `XDEL` + `HDEL`, so finished entries never accumulate); a failure leaves it
 //! pending, so it is retried by takeover after the min-idle time.
 
 use std::{

@@ -1,10 +1,12 @@
 //! The durable job queue on Redis Streams: one stream and consumer group per modality.
 //!
 //! Postgres is the truth: a job is persisted first, then enqueued. Each stream entry carries
-//! only the job id and an attempt number. A set per modality records which job ids are on
-//! the stream, so the [`relay`] can tell which queued jobs are missing (after a Redis outage or
-//! a restart that lost data) and enqueue them again. Enqueuing twice is harmless: workers claim
-//! a job in Postgres before working on it.
+//! only the job id and an attempt number. A hash per modality maps each job id to its latest
+//! entry, so the [`relay`] can look up whether a queued job's entry is still in the stream
+//! (after a Redis outage, a restart that lost data, or a stream deleted on its own) and enqueue
+//! the missing ones again; the same relay round rescues `processing` jobs whose lease ran out
+//! (see [`crate::db::job_leases`]). Enqueuing twice is harmless: workers claim a job in
+//! Postgres before working on it.
 //!
 //! The consumer side is an apalis backend ([`StreamBackend`]); see `docs/queue.md` for the
 //! design, the keys and the settings.
@@ -33,8 +35,29 @@ pub const GROUP: &str = "workers";
 pub const JOB_MAX_TRIES: i32 = 5;
 /// How many dead-lettered job ids each modality keeps for inspection (approximately).
 const DEAD_KEPT: usize = 10_000;
-/// Job ids per pipelined round trip when enqueuing in bulk.
+/// Job ids per script call when enqueuing in bulk.
 const ENQUEUE_CHUNK: usize = 1_000;
+
+/// Adds an entry `job_id ARGV[i] attempt ARGV[1]` to stream `KEYS[1]` for each job id of
+/// `ARGV[2..]`, and records each new entry's id under the job id in hash `KEYS[2]`.
+const ADD_ENTRIES: &str = r"
+for i = 2, #ARGV do
+  local entry = redis.call('XADD', KEYS[1], '*', 'job_id', ARGV[i], 'attempt', ARGV[1])
+  redis.call('HSET', KEYS[2], ARGV[i], entry)
+end
+return #ARGV - 1
+";
+
+/// Acknowledges and deletes entry `ARGV[1]` of stream `KEYS[1]` (group `ARGV[3]`), and forgets
+/// job `ARGV[2]` in hash `KEYS[2]` unless the hash names a newer entry of the job.
+const REMOVE_ENTRY: &str = r"
+redis.call('XACK', KEYS[1], ARGV[3], ARGV[1])
+redis.call('XDEL', KEYS[1], ARGV[1])
+if redis.call('HGET', KEYS[2], ARGV[2]) == ARGV[1] then
+  redis.call('HDEL', KEYS[2], ARGV[2])
+end
+return 1
+";
 
 /// A queue failure.
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +80,11 @@ pub struct QueueSettings {
     /// `APP_RELAY_GRACE_MS`: how old a queued job must be before the relay may enqueue it
     /// again (default 5 s), so it does not race the api's own enqueue.
     pub relay_grace: Duration,
+    /// `APP_JOB_LEASE_MS`: how long a claimed job stays leased to its worker without a renewal
+    /// (default 60 s). Workers renew the leases of the jobs they work on every third of this,
+    /// so only a dead (or cut-off) worker's jobs outlive theirs; the relay's rescue then puts
+    /// them back on the queue, counting the lost try.
+    pub lease: Duration,
 }
 
 impl Default for QueueSettings {
@@ -66,12 +94,13 @@ impl Default for QueueSettings {
             block: Duration::from_millis(100),
             relay_interval: Duration::from_secs(5),
             relay_grace: Duration::from_secs(5),
+            lease: Duration::from_secs(60),
         }
     }
 }
 
 impl QueueSettings {
-    /// Reads the `APP_QUEUE_*` and `APP_RELAY_*` variables.
+    /// Reads the `APP_QUEUE_*`, `APP_RELAY_*` and `APP_JOB_LEASE_MS` variables.
     pub fn from_env() -> Result<Self, ConfigError> {
         let d = Self::default();
         Ok(Self {
@@ -79,6 +108,7 @@ impl QueueSettings {
             block: env_millis("APP_QUEUE_BLOCK_MS", d.block, 10..)?,
             relay_interval: env_millis("APP_RELAY_INTERVAL_MS", d.relay_interval, 10..)?,
             relay_grace: env_millis("APP_RELAY_GRACE_MS", d.relay_grace, 0..)?,
+            lease: env_millis("APP_JOB_LEASE_MS", d.lease, 100..)?,
         })
     }
 }
@@ -140,9 +170,9 @@ impl JobQueue {
         self.redis.key(&format!("queue:{modality}"))
     }
 
-    /// The set of job ids currently on `modality`'s stream.
-    pub fn members_key(&self, modality: Modality) -> String {
-        self.redis.key(&format!("queue:{modality}:members"))
+    /// The hash from each job id on `modality`'s stream to its latest entry id.
+    pub fn entries_key(&self, modality: Modality) -> String {
+        self.redis.key(&format!("queue:{modality}:entries"))
     }
 
     /// The capped stream of job ids that failed after their last try.
@@ -156,59 +186,68 @@ impl JobQueue {
     }
 
     /// Puts every job of `jobs` on `modality`'s stream, a thousand per round trip, each
-    /// thousand atomically.
+    /// thousand atomically (one script adds the entries and records their ids).
     pub async fn enqueue_many(&self, modality: Modality, jobs: &[JobId]) -> Result<(), QueueError> {
-        let stream = self.stream_key(modality);
-        let members = self.members_key(modality);
         for chunk in jobs.chunks(ENQUEUE_CHUNK) {
             let ids: Vec<String> = chunk.iter().map(JobId::to_string).collect();
-            let mut pipe = redis::pipe();
-            pipe.atomic().sadd(&members, &ids).ignore();
-            for id in &ids {
-                add_entry(&mut pipe, &stream, id, 0);
-            }
-            self.redis
-                .with(|mut conn| async move { pipe.query_async::<()>(&mut conn).await })
-                .await?;
+            self.add_entries(modality, &ids, 0).await?;
         }
         Ok(())
     }
 
-    /// Acknowledges a finished delivery: the entry leaves the group's pending list and the
-    /// stream, and the job leaves the members set, in one step.
-    pub async fn ack(&self, job: &QueuedJob) -> Result<(), QueueError> {
-        let stream = self.stream_key(job.modality);
-        let members = self.members_key(job.modality);
-        let mut pipe = redis::pipe();
-        pipe.atomic()
-            .xack(&stream, GROUP, &[&job.entry_id])
-            .ignore()
-            .xdel(&stream, &[&job.entry_id])
-            .ignore()
-            .srem(&members, job.job_id.to_string())
-            .ignore();
+    /// Adds an entry with `attempt` for each of `job_ids` and records their entry ids.
+    async fn add_entries(
+        &self,
+        modality: Modality,
+        job_ids: &[String],
+        attempt: u32,
+    ) -> Result<(), QueueError> {
+        let (stream, entries) = (self.stream_key(modality), self.entries_key(modality));
         self.redis
-            .with(|mut conn| async move { pipe.query_async::<()>(&mut conn).await })
+            .with(|mut conn| async move {
+                redis::Script::new(ADD_ENTRIES)
+                    .key(&stream)
+                    .key(&entries)
+                    .arg(attempt)
+                    .arg(job_ids)
+                    .invoke_async::<i64>(&mut conn)
+                    .await
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Acknowledges a finished delivery: the entry leaves the group's pending list and the
+    /// stream, and the job's entry id is forgotten (unless a newer entry of it was added), in
+    /// one step.
+    pub async fn ack(&self, job: &QueuedJob) -> Result<(), QueueError> {
+        let (stream, entries) = (
+            self.stream_key(job.modality),
+            self.entries_key(job.modality),
+        );
+        self.redis
+            .with(|mut conn| async move {
+                redis::Script::new(REMOVE_ENTRY)
+                    .key(&stream)
+                    .key(&entries)
+                    .arg(&job.entry_id)
+                    .arg(job.job_id.to_string())
+                    .arg(GROUP)
+                    .invoke_async::<i64>(&mut conn)
+                    .await
+            })
             .await?;
         Ok(())
     }
 
     /// Hands deliveries that were taken but never started back to the queue: each goes to the
-    /// end of the stream as a new entry with the same attempt, and the old entry is removed.
+    /// end of the stream as a new entry with the same attempt, then the old entry is removed.
     pub async fn give_back(&self, jobs: &[QueuedJob]) -> Result<(), QueueError> {
-        let mut pipe = redis::pipe();
-        pipe.atomic();
         for job in jobs {
-            let stream = self.stream_key(job.modality);
-            add_entry(&mut pipe, &stream, &job.job_id.to_string(), job.attempt);
-            pipe.xack(&stream, GROUP, &[&job.entry_id])
-                .ignore()
-                .xdel(&stream, &[&job.entry_id])
-                .ignore();
+            self.add_entries(job.modality, &[job.job_id.to_string()], job.attempt)
+                .await?;
+            self.ack(job).await?;
         }
-        self.redis
-            .with(|mut conn| async move { pipe.query_async::<()>(&mut conn).await })
-            .await?;
         Ok(())
     }
 
@@ -284,18 +323,6 @@ impl JobQueue {
             dead: dead_len,
         })
     }
-}
-
-/// Adds `XADD stream * job_id <id> attempt <n>` to `pipe`.
-fn add_entry(pipe: &mut redis::Pipeline, stream: &str, job_id: &str, attempt: u32) {
-    pipe.cmd("XADD")
-        .arg(stream)
-        .arg("*")
-        .arg("job_id")
-        .arg(job_id)
-        .arg("attempt")
-        .arg(attempt)
-        .ignore();
 }
 
 /// The count in an `XPENDING key group` summary reply.

@@ -1,11 +1,19 @@
-//! The relay: finds queued jobs that are not on the queue and enqueues them again.
+//! The relay: rescues `processing` jobs whose lease ran out, then finds queued jobs that are
+//! not on the queue and enqueues them again.
 //!
-//! A job is missing when the api's enqueue failed (`enqueued_at` is NULL) or when Redis lost it
-//! (its id is not in the modality's members set). Each round, per modality, one process (a
-//! short Redis lock) enqueues every never-enqueued job older than the grace time, then checks
-//! up to [`SCAN_LIMIT`] enqueued ones against the members set with `SMISMEMBER`, continuing
-//! where the previous round stopped, so a large backlog costs a bounded amount per round.
-//! Enqueuing a job twice is harmless, so two relays racing lose nothing.
+//! Rescue ([`Relay::try_rescue`]): a `processing` job whose worker stopped renewing its lease
+//! (the worker died, and Redis may have lost its entry too) goes back to `queued`, never
+//! enqueued, so the same round enqueues it; one out of tries fails with `INTERNAL`. Rows are
+//! taken with `FOR UPDATE SKIP LOCKED`, so rescuers of several processes never collide.
+//!
+//! A queued job is missing when the api's enqueue failed (`enqueued_at` is NULL) or when its
+//! entry is not in the stream: the entry id recorded for it is unknown, or names an entry the
+//! stream no longer holds (Redis lost it, or the stream went while the hash survived). Each
+//! round, per modality, one process (a short Redis lock) enqueues every never-enqueued job
+//! older than the grace time, then checks up to [`SCAN_LIMIT`] enqueued ones against the stream
+//! (a script looks each entry up, a thousand jobs per call), continuing where the previous
+//! round stopped, so a large backlog costs a bounded amount per round. Enqueuing a job twice is
+//! harmless, so two relays racing lose nothing.
 
 use std::{collections::HashMap, sync::Mutex};
 
@@ -13,18 +21,44 @@ use time::OffsetDateTime;
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
-use super::{JobQueue, QueueError, QueueSettings};
+use super::{JobQueue, QueueError, QueueSettings, JOB_MAX_TRIES};
 use crate::{
     clock,
-    db::{DbError, GenericClient, Pool},
-    domain::{JobId, Modality},
+    db::{self, jobs::JobResult, DbError, GenericClient, Pool},
+    domain::{ClaimToken, JobId, Modality},
     telemetry,
+    webhook_body::JobOutcome,
 };
 
-/// Queued jobs checked against the members set per modality and round.
+/// Queued jobs checked against the stream per modality and round.
 pub const SCAN_LIMIT: i64 = 50_000;
-/// Ids per `SMISMEMBER`.
+/// Expired jobs rescued per modality and round.
+pub const RESCUE_LIMIT: i64 = 1_000;
+/// Ids per call of [`ON_STREAM`].
 const CHECK_CHUNK: usize = 1_000;
+
+/// For each job id of `ARGV`, 1 when hash `KEYS[2]` names an entry of it that stream `KEYS[1]`
+/// still holds (waiting or pending), else 0.
+const ON_STREAM: &str = r"
+local found = {}
+for i, job in ipairs(ARGV) do
+  local entry = redis.call('HGET', KEYS[2], job)
+  found[i] = 0
+  if entry and #redis.call('XRANGE', KEYS[1], entry, entry) > 0 then
+    found[i] = 1
+  end
+end
+return found
+";
+
+/// What one rescue round did: see [`Relay::try_rescue`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rescued {
+    /// Jobs put back to `queued`.
+    pub requeued: usize,
+    /// Jobs out of tries, now `failed` with `INTERNAL`.
+    pub exhausted: usize,
+}
 
 /// A failed relay round.
 #[derive(Debug, thiserror::Error)]
@@ -86,6 +120,14 @@ impl Relay {
         loop {
             tick.tick().await;
             for &modality in &self.modalities {
+                match self.try_rescue(modality).await {
+                    Ok(rescued) if rescued == Rescued::default() => {}
+                    Ok(rescued) => tracing::warn!(
+                        %modality, requeued = rescued.requeued, exhausted = rescued.exhausted,
+                        "Rescued jobs whose worker stopped renewing their lease"
+                    ),
+                    Err(err) => tracing::warn!(%modality, error = %err, "Rescue round failed"),
+                }
                 match self.try_relay(modality).await {
                     Ok(0) => {}
                     Ok(count) => {
@@ -95,6 +137,41 @@ impl Relay {
                 }
             }
         }
+    }
+
+    /// Rescues up to [`RESCUE_LIMIT`] `processing` jobs of `modality` whose lease ran out: those
+    /// with tries left go back to `queued` for [`Self::try_relay`] to enqueue; the others end
+    /// `failed` with `INTERNAL` and their webhook delivery, and go to the dead stream.
+    pub async fn try_rescue(&self, modality: Modality) -> Result<Rescued, RelayError> {
+        let mut client = self.pool.get().await.map_err(DbError::from)?;
+        let tx = client.transaction().await?;
+        let expired =
+            db::job_leases::take_expired(&*tx, modality, RESCUE_LIMIT, JOB_MAX_TRIES).await?;
+        let results: Vec<JobResult> = expired
+            .exhausted
+            .iter()
+            .map(|&id| JobResult {
+                id,
+                token: ClaimToken::new(),
+                outcome: JobOutcome::exhausted(JOB_MAX_TRIES),
+            })
+            .collect();
+        if !results.is_empty() {
+            db::jobs::finish_many(&*tx, &results).await?;
+        }
+        tx.commit().await?;
+        for &job in &expired.exhausted {
+            if let Err(err) = self.queue.record_dead(modality, job).await {
+                tracing::warn!(job_id = %job, error = %err, "Could not record a dead job");
+            }
+        }
+        let rescued = Rescued {
+            requeued: expired.requeued.len(),
+            exhausted: expired.exhausted.len(),
+        };
+        metrics::counter!(telemetry::QUEUE_RESCUED_TOTAL, "modality" => modality.as_str())
+            .increment((rescued.requeued + rescued.exhausted) as u64);
+        Ok(rescued)
     }
 
     /// One round for `modality`: returns how many jobs it enqueued again (0 when another
@@ -150,7 +227,7 @@ impl Relay {
         Ok(rows.iter().map(|r| JobId(r.get(0))).collect())
     }
 
-    /// Enqueued jobs (enqueued before `cutoff`) whose ids are not in the members set.
+    /// Enqueued jobs (enqueued before `cutoff`) whose entry is not in the stream.
     async fn lost(
         &self,
         client: &impl GenericClient,
@@ -198,18 +275,20 @@ impl Relay {
         }
         let ids: Vec<Uuid> = rows.iter().map(|r| r.get(0)).collect();
         let mut lost = Vec::new();
-        let members = self.queue.members_key(modality);
+        let stream = self.queue.stream_key(modality);
+        let entries = self.queue.entries_key(modality);
         for chunk in ids.chunks(CHECK_CHUNK) {
             let names: Vec<String> = chunk.iter().map(Uuid::to_string).collect();
-            let members = members.clone();
+            let (stream, entries) = (&stream, &entries);
             let present: Vec<bool> = self
                 .queue
                 .redis()
                 .with(|mut conn| async move {
-                    redis::cmd("SMISMEMBER")
-                        .arg(&members)
+                    redis::Script::new(ON_STREAM)
+                        .key(stream)
+                        .key(entries)
                         .arg(&names)
-                        .query_async(&mut conn)
+                        .invoke_async(&mut conn)
                         .await
                 })
                 .await?;

@@ -17,5 +17,6 @@ mod openai;
 mod policies;
 mod queue;
 mod registry;
+mod rescue;
 mod structure;
 mod url_guard;

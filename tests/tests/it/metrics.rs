@@ -165,6 +165,7 @@ const WORKER_FAMILIES: &[(&str, &[&str])] = &[
     ("queue_takeovers_total", &["modality"]),
     ("queue_read_errors_total", &["modality"]),
     ("queue_relayed_total", &["modality"]),
+    ("queue_rescued_total", &["modality"]),
     ("worker_restarts_total", &[]),
     ("dependency_checks_total", &["dependency", "outcome"]),
     ("db_pool_connections", &["state"]),

@@ -27,11 +27,12 @@ async fn job_row(app: &TestApp, job: JobId) -> (String, String, i32, Option<Stri
     (row.get(0), row.get(1), row.get(2), row.get(3))
 }
 
+/// How many jobs have an entry id recorded.
 async fn members(queue: &JobQueue) -> i64 {
-    let key = queue.members_key(TEXT);
+    let key = queue.entries_key(TEXT);
     queue
         .redis()
-        .with(|mut conn| async move { redis::cmd("SCARD").arg(&key).query_async(&mut conn).await })
+        .with(|mut conn| async move { redis::cmd("HLEN").arg(&key).query_async(&mut conn).await })
         .await
         .unwrap()
 }

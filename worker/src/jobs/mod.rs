@@ -1,11 +1,13 @@
 //! The job handler: one delivery of a job, from claim to result.
 //!
-//! Every delivery first claims its job in Postgres, which makes duplicate deliveries harmless.
-//! The claimed job is then classified by its modality's steps ([`text`], [`media`]), and the
-//! result and its webhook delivery are written in one transaction. Claims and results of
-//! concurrent deliveries are written together ([`store`]). A transient failure gives the
-//! job back to the queue (`processing → queued`) while it has tries left; the relay puts it back
-//! on the queue after its grace time, which spaces the retries out.
+//! Every delivery first claims its job in Postgres under a token of its own, which makes
+//! duplicate deliveries harmless and lets a claim or result re-run after a lost reply know its
+//! own write. The claimed job's lease is renewed while it is worked on ([`lease`]). It is then
+//! classified by its modality's steps ([`text`], [`media`]), and the result and its webhook
+//! delivery are written in one transaction. Claims and results of concurrent deliveries are
+//! written together ([`store`]). A transient failure gives the job back to the queue
+//! (`processing → queued`) while it has tries left; the relay puts it back on the queue after
+//! its grace time, which spaces the retries out.
 
 use std::{sync::Arc, time::Instant};
 
@@ -13,10 +15,10 @@ use apalis_core::task::data::Data;
 use moderation_shared::{
     db::{
         self,
-        jobs::{Claim, ClaimRequest, ClaimedJob},
+        jobs::{Claim, ClaimRequest, ClaimedJob, JobResult},
         DbError, Pool,
     },
-    domain::{FailureCode, JobStage, Modality},
+    domain::{ClaimToken, JobStage, Modality},
     queue::{JobQueue, QueuedJob, JOB_MAX_TRIES},
     telemetry,
     webhook_body::JobOutcome,
@@ -24,10 +26,12 @@ use moderation_shared::{
 
 use crate::{checks::Checks, classify::Verdict};
 
+pub mod lease;
 pub mod media;
 pub mod store;
 pub mod text;
 
+use lease::Leases;
 use store::{JobStore, StoreError};
 
 /// What a handler needs, shared by every delivery.
@@ -37,6 +41,8 @@ pub struct JobContext {
     pub pool: Pool,
     /// Claims and results, batched.
     pub store: JobStore,
+    /// The leases of the jobs in progress, renewed while they are.
+    pub leases: Leases,
     /// The queue (for dead-letter bookkeeping).
     pub queue: JobQueue,
     /// Policies, fetcher and provider.
@@ -70,10 +76,12 @@ pub enum JobError {
 
 /// Handles one delivery.
 pub async fn handle(job: QueuedJob, ctx: Data<JobContext>) -> Result<Handled, JobError> {
+    let token = ClaimToken::new();
     let claimed = ctx
         .store
         .claim(ClaimRequest {
             id: job.job_id,
+            token,
             redelivery: job.is_redelivery(),
             first_stage: first_stage(job.modality),
         })
@@ -87,11 +95,12 @@ pub async fn handle(job: QueuedJob, ctx: Data<JobContext>) -> Result<Handled, Jo
         Claim::Exhausted => {
             // Ended like any failure, so its webhook is delivered; only one delivery of the
             // job gets past `finish`.
-            let failed = JobOutcome::Failed {
-                code: FailureCode::Internal,
-                message: format!("The job did not complete after {JOB_MAX_TRIES} tries."),
+            let failed = JobResult {
+                id: job.job_id,
+                token,
+                outcome: JobOutcome::exhausted(JOB_MAX_TRIES),
             };
-            if ctx.store.finish(job.job_id, failed).await?.is_none() {
+            if ctx.store.finish(failed).await?.is_none() {
                 return Ok(Handled::Duplicate);
             }
             tracing::warn!(job_id = %job.job_id, "Job failed after its last try");
@@ -102,6 +111,7 @@ pub async fn handle(job: QueuedJob, ctx: Data<JobContext>) -> Result<Handled, Jo
             return Ok(Handled::Exhausted);
         }
     };
+    let _lease = ctx.leases.hold(job.job_id, token);
     let started = Instant::now();
     let result = match job.modality {
         Modality::Text => text::classify(&ctx.checks, &claimed).await,
@@ -123,7 +133,9 @@ pub async fn handle(job: QueuedJob, ctx: Data<JobContext>) -> Result<Handled, Jo
                 "Job failed transiently; it goes back to the queue"
             );
             let client = ctx.pool.get().await.map_err(DbError::from)?;
-            db::jobs::requeue(&client, job.job_id).await?;
+            if !db::jobs::requeue(&client, job.job_id, token).await? {
+                return Ok(Handled::Duplicate);
+            }
             count(job.modality, "requeued");
             return Ok(Handled::Requeued);
         }
@@ -133,7 +145,12 @@ pub async fn handle(job: QueuedJob, ctx: Data<JobContext>) -> Result<Handled, Jo
         },
     };
     let counted = outcome_label(&outcome);
-    let Some(finished) = ctx.store.finish(job.job_id, outcome).await? else {
+    let result = JobResult {
+        id: job.job_id,
+        token,
+        outcome,
+    };
+    let Some(finished) = ctx.store.finish(result).await? else {
         return Ok(Handled::Duplicate);
     };
     metrics::histogram!(telemetry::JOB_TURNAROUND_SECONDS, "modality" => job.modality.as_str())

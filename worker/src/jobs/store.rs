@@ -5,21 +5,25 @@
 //! results as one transaction (results and their webhook deliveries), through a
 //! [`Batcher`]; each delivery still gets its own answer, so exactly-once holds per job.
 //!
+//! A batch whose reply is lost (the connection drops after the commit) is run again one
+//! request at a time by the [`Batcher`]; each claim and result carries its delivery's token,
+//! so such a re-run recognises its own committed write and answers as the first run did.
+//!
 //! Claims commit without waiting for the disk ([`db::unflushed_pool`]). A claim lost in a
 //! crash is lost together with everything the job did after it (the log is flushed in order,
 //! and the result's commit waits for it), so the job is simply queued again, as if the
 //! worker had died; the wait saved is one log flush per job, most of a claim's time under load.
 
+use std::time::Duration;
+
 use moderation_shared::{
     batch::{BatchError, Batcher, Execute},
     db::{
         self,
-        jobs::{Claim, ClaimRequest, Finished},
+        jobs::{Claim, ClaimRequest, Finished, JobResult},
         DbError, Pool,
     },
-    domain::JobId,
     queue::JOB_MAX_TRIES,
-    webhook_body::JobOutcome,
 };
 
 /// The most claims, or results, written in one statement.
@@ -35,12 +39,19 @@ pub struct JobStore {
 }
 
 impl JobStore {
-    /// Starts the batching tasks (call it inside the Tokio runtime): claims through
-    /// `unflushed` (a [`db::unflushed_pool`] of [`IN_FLIGHT`] connections), results through
-    /// `pool`.
-    pub fn start(pool: Pool, unflushed: Pool) -> Self {
+    /// Starts the batching tasks (call it inside the Tokio runtime): claims, each leasing its
+    /// job for `lease`, through `unflushed` (a [`db::unflushed_pool`] of [`IN_FLIGHT`]
+    /// connections), results through `pool`.
+    pub fn start(pool: Pool, unflushed: Pool, lease: Duration) -> Self {
         Self {
-            claims: Batcher::spawn(Claims(unflushed), MAX_BATCH, IN_FLIGHT),
+            claims: Batcher::spawn(
+                Claims {
+                    pool: unflushed,
+                    lease,
+                },
+                MAX_BATCH,
+                IN_FLIGHT,
+            ),
             results: Batcher::spawn(Results(pool), MAX_BATCH, IN_FLIGHT),
         }
     }
@@ -51,13 +62,9 @@ impl JobStore {
     }
 
     /// Writes a job's result and its webhook delivery together (see
-    /// [`db::jobs::finish_many`]); `None` when the job had already ended.
-    pub async fn finish(
-        &self,
-        id: JobId,
-        outcome: JobOutcome,
-    ) -> Result<Option<Finished>, StoreError> {
-        Ok(self.results.run((id, outcome)).await?)
+    /// [`db::jobs::finish_many`]); `None` when the job had already ended (by another token).
+    pub async fn finish(&self, result: JobResult) -> Result<Option<Finished>, StoreError> {
+        Ok(self.results.run(result).await?)
     }
 }
 
@@ -66,7 +73,10 @@ impl JobStore {
 #[error(transparent)]
 pub struct StoreError(#[from] BatchError<DbError>);
 
-struct Claims(Pool);
+struct Claims {
+    pool: Pool,
+    lease: Duration,
+}
 
 impl Execute for Claims {
     type Request = ClaimRequest;
@@ -74,22 +84,19 @@ impl Execute for Claims {
     type Error = DbError;
 
     async fn execute(&self, requests: &[ClaimRequest]) -> Result<Vec<Claim>, DbError> {
-        let client = self.0.get().await?;
-        db::jobs::claim_many(&**client, requests, JOB_MAX_TRIES).await
+        let client = self.pool.get().await?;
+        db::jobs::claim_many(&**client, requests, JOB_MAX_TRIES, self.lease).await
     }
 }
 
 struct Results(Pool);
 
 impl Execute for Results {
-    type Request = (JobId, JobOutcome);
+    type Request = JobResult;
     type Response = Option<Finished>;
     type Error = DbError;
 
-    async fn execute(
-        &self,
-        results: &[(JobId, JobOutcome)],
-    ) -> Result<Vec<Option<Finished>>, DbError> {
+    async fn execute(&self, results: &[JobResult]) -> Result<Vec<Option<Finished>>, DbError> {
         let mut client = self.0.get().await?;
         let tx = client.transaction().await?;
         let finished = db::jobs::finish_many(&*tx, results).await?;

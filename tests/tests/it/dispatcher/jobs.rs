@@ -19,12 +19,14 @@ async fn finish(app: &TestApp, job: uuid::Uuid) -> Option<moderation_shared::db:
         categories: None,
         nsfw_checked: None,
     };
-    let mut finished = moderation_shared::db::jobs::finish_many(
-        &*tx,
-        &[(moderation_shared::domain::JobId(job), outcome)],
-    )
-    .await
-    .unwrap();
+    let result = moderation_shared::db::jobs::JobResult {
+        id: moderation_shared::domain::JobId(job),
+        token: moderation_shared::domain::ClaimToken::new(),
+        outcome,
+    };
+    let mut finished = moderation_shared::db::jobs::finish_many(&*tx, &[result])
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
     finished.pop().flatten()
 }
@@ -138,8 +140,8 @@ async fn a_job_finished_twice_completes_once_with_one_delivery() {
 #[tokio::test]
 async fn one_batch_naming_a_job_twice_claims_and_finishes_it_once_and_answers_in_order() {
     use moderation_shared::{
-        db::jobs::{finish_many, Claim},
-        domain::JobId,
+        db::jobs::{finish_many, Claim, JobResult},
+        domain::{ClaimToken, JobId},
         webhook_body::JobOutcome,
     };
     let app = spawn_app().await;
@@ -177,16 +179,15 @@ async fn one_batch_naming_a_job_twice_claims_and_finishes_it_once_and_answers_in
         nsfw_checked: None,
     };
     let tx = client.transaction().await.unwrap();
-    let finished = finish_many(
-        &*tx,
-        &[
-            (twice, passed.clone()),
-            (once, passed.clone()),
-            (twice, passed),
-        ],
-    )
-    .await
-    .unwrap();
+    let results: Vec<JobResult> = [twice, once, twice]
+        .into_iter()
+        .map(|id| JobResult {
+            id,
+            token: ClaimToken::new(),
+            outcome: passed.clone(),
+        })
+        .collect();
+    let finished = finish_many(&*tx, &results).await.unwrap();
     tx.commit().await.unwrap();
 
     assert_eq!(finished.iter().filter(|f| f.is_some()).count(), 2);
@@ -255,9 +256,12 @@ async fn claim(
         .iter()
         .map(|&id| ClaimRequest {
             id,
+            token: moderation_shared::domain::ClaimToken::new(),
             redelivery: false,
             first_stage: moderation_shared::domain::JobStage::Classifying,
         })
         .collect();
-    claim_many(&***client, &requests, 5).await.unwrap()
+    claim_many(&***client, &requests, 5, Duration::from_secs(60))
+        .await
+        .unwrap()
 }
