@@ -270,7 +270,7 @@ impl From<deadpool_postgres::PoolError> for ApiError {
 impl From<DbError> for ApiError {
     fn from(err: DbError) -> Self {
         match err {
-            DbError::Pool(_) => ApiError::unavailable(err),
+            DbError::Pool(_) | DbError::Deadline(_) => ApiError::unavailable(err),
             other => ApiError::Internal(other.into()),
         }
     }

@@ -20,6 +20,10 @@ use moderation_shared::{
 const MAX_BATCH: usize = 128;
 /// Batches in flight at once (each holds a pooled connection).
 const IN_FLIGHT: usize = 2;
+/// The longest a batch waits for Postgres to store it. Past it the batch's callers get 503
+/// with their job ids (a write sent before the deadline may still land, and the relay then
+/// enqueues it), and the batch's slot is free for the next.
+const STORE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Where a persisted submission stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,13 +64,21 @@ impl Execute for Submissions {
     type Response = Persisted;
     type Error = DbError;
 
-    /// Fails only when nothing was stored, so a failed batch can be run again job by job.
+    fn is_outage(&self, err: &DbError) -> bool {
+        matches!(err, DbError::Pool(_) | DbError::Deadline(_))
+    }
+
+    /// Fails when nothing was stored, so a failed batch can be run again job by job; or, past
+    /// the store deadline, when it cannot tell (an outage: nothing is run again).
     async fn execute(&self, jobs: &[NewJob]) -> Result<Vec<Persisted>, DbError> {
-        {
-            // The connection goes back to the pool before the Redis round trips.
+        // The connection goes back to the pool before the Redis round trips.
+        let store = async {
             let client = self.pool.get().await?;
-            jobs::insert_many(&client, jobs).await?;
-        }
+            jobs::insert_many(&client, jobs).await
+        };
+        tokio::time::timeout(STORE_DEADLINE, store)
+            .await
+            .map_err(|_| DbError::Deadline(STORE_DEADLINE))??;
         let mut answers = vec![Persisted::Queued; jobs.len()];
         let mut not_queued = Vec::new();
         for modality in Modality::ALL {

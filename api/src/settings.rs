@@ -20,6 +20,9 @@ use crate::{
 /// How long a looked-up key is trusted by default (`APP_AUTH_CACHE_MS`).
 const AUTH_CACHE_TTL: Duration = Duration::from_secs(2);
 
+/// How long a request may take by default (`APP_REQUEST_DEADLINE_MS`).
+const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
+
 /// Everything the api needs to start.
 #[derive(Debug, Clone)]
 pub struct ApiSettings {
@@ -52,6 +55,10 @@ pub struct ApiSettings {
     /// `APP_REGISTRY_KEY` (required): 32 bytes in base64, the HMAC key turning the hashes
     /// members send into the identifiers the registry stores.
     pub registry_key: RegistryKey,
+    /// `APP_REQUEST_DEADLINE_MS`: the longest any request takes to be answered (default
+    /// 10 000, 100 to 600 000): past it, 503 (a submission's carries its `job_id`). A streamed
+    /// export's body has its own write deadline.
+    pub request_deadline: Duration,
 }
 
 impl ApiSettings {
@@ -75,6 +82,11 @@ impl ApiSettings {
             limits: LimitSettings::from_env()?,
             exports: ExportSettings::from_env()?,
             registry_key: RegistryKey::from_env()?,
+            request_deadline: env_millis(
+                "APP_REQUEST_DEADLINE_MS",
+                REQUEST_DEADLINE,
+                100..=600_000,
+            )?,
         })
     }
 
@@ -98,6 +110,7 @@ impl ApiSettings {
             limits: LimitSettings::default(),
             exports: ExportSettings::default(),
             registry_key,
+            request_deadline: REQUEST_DEADLINE,
         }
     }
 }

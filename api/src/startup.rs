@@ -67,6 +67,7 @@ impl Application {
             encryption_key: settings.encryption_key.clone(),
             metrics: telemetry::install_metrics(),
             registry_key: settings.registry_key.clone(),
+            request_deadline: settings.request_deadline,
         });
         metrics::gauge!(telemetry::PROCESS_UP, "process" => "api").set(1.0);
         telemetry::zero_api_counters();
@@ -79,10 +80,13 @@ impl Application {
                 // bottom up. `observe` is outermost so it ids, logs and times every answer,
                 // refusals and panics included; `json_errors` gives the contract's body to the
                 // framework's non-JSON errors from everything inside it; `catch_panic` turns a
-                // panic below it into a 500 before it unwinds through the others; `authenticate`
-                // is innermost, next to the handlers it guards, and reads the route `observe`
+                // panic below it into a 500 before it unwinds through the others; `deadline`
+                // answers 503 for anything below it (authentication included, which reads
+                // Postgres and Redis) that has not answered in time; `authenticate` is
+                // innermost, next to the handlers it guards, and reads the route `observe`
                 // matched.
                 .wrap(from_fn(auth::authenticate))
+                .wrap(from_fn(middleware::deadline))
                 .wrap(from_fn(middleware::catch_panic))
                 .wrap(from_fn(middleware::json_errors))
                 .wrap(from_fn(middleware::observe))

@@ -50,4 +50,6 @@ pub struct AppState {
     pub export_settings: ExportSettings,
     /// The HMAC key of registry identifiers.
     pub registry_key: RegistryKey,
+    /// The longest any request takes to be answered (`APP_REQUEST_DEADLINE_MS`).
+    pub request_deadline: std::time::Duration,
 }

@@ -9,7 +9,9 @@
 //! quiet, and batches grow only as fast as requests arrive.
 //!
 //! When a batch fails as a whole, each of its requests is run again alone, so one bad request
-//! cannot fail its neighbours and every caller gets the answer its own request deserves.
+//! cannot fail its neighbours and every caller gets the answer its own request deserves;
+//! unless the failure says the store cannot be reached at all ([`Execute::is_outage`]): then
+//! every caller gets that answer at once, rather than each waiting for it again alone.
 
 use std::{future::Future, sync::Arc};
 
@@ -30,6 +32,13 @@ pub trait Execute: Send + Sync + 'static {
         &self,
         requests: &[Self::Request],
     ) -> impl Future<Output = Result<Vec<Self::Response>, Self::Error>> + Send;
+
+    /// Whether `err` says the store cannot be reached at all (no connection in time, no
+    /// answer by the deadline), so running the requests alone would only fail each again,
+    /// slower. By default no failure is.
+    fn is_outage(&self, _err: &Self::Error) -> bool {
+        false
+    }
 }
 
 /// Why a batched request got no answer.
@@ -38,6 +47,9 @@ pub enum BatchError<E: std::error::Error + 'static> {
     /// Its batch, and then the request alone, failed.
     #[error(transparent)]
     Failed(E),
+    /// Its batch failed because the store could not be reached; the error's text.
+    #[error("the store is unreachable: {0}")]
+    Outage(String),
     /// The batcher stopped (its task ended or the batch panicked) before answering.
     #[error("the batcher stopped before answering")]
     Stopped,
@@ -140,6 +152,13 @@ async fn run_batch<X: Execute>(executor: &X, batch: Vec<Waiting<X>>) {
                 responses = responses.len(),
                 "A batch answered the wrong number of requests"
             );
+        }
+        Err(err) if executor.is_outage(&err) => {
+            let text = format!("{:#}", anyhow::Error::new(err));
+            tracing::warn!(error = %text, size = requests.len(), "A batch failed: the store is unreachable");
+            for answer in answers {
+                let _ = answer.send(Err(BatchError::Outage(text.clone())));
+            }
         }
         Err(err) if requests.len() == 1 => {
             if let Some(answer) = answers.into_iter().next() {

@@ -13,6 +13,7 @@ pub mod forms;
 pub mod media;
 pub mod model_server;
 pub mod openai;
+pub mod proxy;
 pub mod receiver;
 pub mod registry;
 pub mod worker;

@@ -228,20 +228,27 @@ async fn submit(
     submission: Submission,
 ) -> Result<HttpResponse, ApiError> {
     let id = JobId::new();
-    let persisted = state
-        .intake
-        .submit(NewJob {
-            id,
-            account_id: principal.account_id,
-            api_key_id: Some(principal.key_id),
-            modality: submission.modality,
-            content: submission.content,
-            messages: submission.messages,
-            webhook_url: submission.webhook_url,
-        })
+    let job = NewJob {
+        id,
+        account_id: principal.account_id,
+        api_key_id: Some(principal.key_id),
+        modality: submission.modality,
+        content: submission.content,
+        messages: submission.messages,
+        webhook_url: submission.webhook_url,
+    };
+    // Answered before the request deadline, so the 503 can carry the job's id: a job whose
+    // write was sent may yet be stored (and is then enqueued by the relay).
+    let unavailable = |source: anyhow::Error| ApiError::ServiceUnavailable {
+        job_id: Some(id.0),
+        source: Some(source),
+    };
+    let persisted = tokio::time::timeout(state.request_deadline * 3 / 4, state.intake.submit(job))
         .await
+        .map_err(|_| unavailable(anyhow::anyhow!("the job was not stored in time")))?
         .map_err(|err| match err {
             BatchError::Failed(err) => ApiError::from(err),
+            outage @ BatchError::Outage(_) => unavailable(outage.into()),
             stopped @ BatchError::Stopped => ApiError::unavailable(stopped),
         })?;
     match persisted {

@@ -47,6 +47,9 @@ pub enum DbError {
     /// A query failed.
     #[error("database query failed")]
     Query(#[from] tokio_postgres::Error),
+    /// The database did not answer within the caller's deadline.
+    #[error("the database did not answer within {0:?}")]
+    Deadline(Duration),
     /// Applying migrations failed.
     #[error("database migration failed")]
     Migration(#[from] refinery::Error),

@@ -7,6 +7,7 @@ mod health;
 mod jobs;
 mod limits;
 mod openapi;
+mod outage;
 mod submissions;
 mod usage;
 mod webhooks;
