@@ -9,10 +9,12 @@
 
 pub mod dispatch;
 pub mod fixtures;
+pub mod fleet;
 pub mod forms;
 pub mod media;
 pub mod model_server;
 pub mod openai;
+pub mod postgres;
 pub mod proxy;
 pub mod receiver;
 pub mod registry;

@@ -1,6 +1,8 @@
 //! A TCP proxy of our own, put between the fleet and Postgres or Redis to make the network
 //! fail on demand: it passes bytes, blackholes them (holds every byte both ways while the
-//! connections stay open, as a dropped route does), cuts every connection, and heals.
+//! connections stay open, as a dropped route does), loses the server's replies (what the
+//! client sent still arrives and commits; it never hears back), cuts every connection, and
+//! heals.
 
 use std::net::SocketAddr;
 
@@ -17,7 +19,15 @@ use tokio::{
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Network {
     passing: bool,
+    replying: bool,
     cuts: u64,
+}
+
+/// Which way a pump copies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    ToServer,
+    ToClient,
 }
 
 /// A running proxy to one upstream address; stops when dropped.
@@ -40,6 +50,7 @@ impl FaultProxy {
         let port = listener.local_addr().expect("addr").port();
         let (network, watching) = watch::channel(Network {
             passing: true,
+            replying: true,
             cuts: 0,
         });
         let task = tokio::spawn(async move {
@@ -64,9 +75,19 @@ impl FaultProxy {
         self.network.send_modify(|n| n.passing = false);
     }
 
-    /// Passes bytes again, the held ones first.
+    /// From now on the server's replies are dropped, while what clients send still reaches
+    /// it: a statement commits and its client never learns it did. Cut the connections after
+    /// it, as a broken route would end them.
+    pub fn lose_replies(&self) {
+        self.network.send_modify(|n| n.replying = false);
+    }
+
+    /// Passes bytes again both ways, the held ones first.
     pub fn heal(&self) {
-        self.network.send_modify(|n| n.passing = true);
+        self.network.send_modify(|n| {
+            n.passing = true;
+            n.replying = true;
+        });
     }
 
     /// Closes every open connection (new ones are accepted as the proxy's mode allows).
@@ -94,18 +115,20 @@ async fn relay(client: TcpStream, upstream: SocketAddr, mut network: watch::Rece
     let (server_read, server_write) = server.into_split();
     let mut watch_cut = network.clone();
     tokio::select! {
-        () = pump(client_read, server_write, network.clone(), cuts) => {}
-        () = pump(server_read, client_write, network, cuts) => {}
+        () = pump(client_read, server_write, network.clone(), cuts, Direction::ToServer) => {}
+        () = pump(server_read, client_write, network, cuts, Direction::ToClient) => {}
         _ = watch_cut.wait_for(cut) => {}
     }
 }
 
-/// Copies `from` to `to`, holding each chunk read while the network is blackholed.
+/// Copies `from` to `to`, holding each chunk read while the network is blackholed, and
+/// dropping replies while they are lost.
 async fn pump(
     mut from: OwnedReadHalf,
     mut to: OwnedWriteHalf,
     mut network: watch::Receiver<Network>,
     cuts: u64,
+    direction: Direction,
 ) {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
@@ -113,12 +136,15 @@ async fn pump(
             Ok(0) | Err(_) => return,
             Ok(n) => n,
         };
-        let may_pass = match network.wait_for(|n| n.passing || n.cuts != cuts).await {
-            Ok(now) => now.cuts == cuts,
-            Err(_) => false,
+        let (may_pass, replying) = match network.wait_for(|n| n.passing || n.cuts != cuts).await {
+            Ok(now) => (now.cuts == cuts, now.replying),
+            Err(_) => (false, false),
         };
         if !may_pass {
             return;
+        }
+        if direction == Direction::ToClient && !replying {
+            continue;
         }
         if to.write_all(&buf[..n]).await.is_err() {
             return;

@@ -263,6 +263,11 @@ impl PrivateRedis {
         redis
     }
 
+    /// The address it listens on.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        std::net::SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
     /// Settings for it in `namespace`.
     pub fn settings(&self, namespace: &str) -> RedisSettings {
         RedisSettings::new(format!("redis://127.0.0.1:{}", self.port), namespace)

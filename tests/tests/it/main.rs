@@ -7,6 +7,7 @@
 )]
 
 mod api;
+mod chaos;
 mod classification;
 mod dispatcher;
 mod fetch;

@@ -1,0 +1,252 @@
+//! The whole fleet as separate processes (api, worker, dispatcher: the real binaries) on a
+//! Postgres cluster and a Redis server of its own, each reached through a [`FaultProxy`], so a
+//! chaos test can blackhole or cut the network, kill any role and restart the servers without
+//! disturbing any other test. Webhooks go to an HTTPS [`TestReceiver`].
+
+use std::{
+    collections::HashMap,
+    fs::File,
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+
+use moderation_shared::{
+    config::{DatabaseSettings, RedisSettings},
+    crypto::SealingKey,
+    db::{self, accounts::PlanUpdate, Pool},
+    domain::Scope,
+    provisioning,
+};
+
+use crate::{
+    postgres::PrivatePostgres, proxy::FaultProxy, receiver::TestReceiver, worker::PrivateRedis,
+};
+
+/// A process of the fleet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// The api, on a fixed port so a restarted one answers where the old one did.
+    Api,
+    /// A text worker.
+    Worker,
+    /// The dispatcher.
+    Dispatcher,
+}
+
+impl Role {
+    /// Every role.
+    pub const ALL: [Role; 3] = [Role::Api, Role::Worker, Role::Dispatcher];
+
+    fn binary(self) -> &'static str {
+        match self {
+            Role::Api => "api",
+            Role::Worker => "worker",
+            Role::Dispatcher => "dispatcher",
+        }
+    }
+}
+
+/// The running fleet and its servers; everything stops when dropped.
+pub struct Fleet {
+    /// The cluster (restart it with [`PrivatePostgres::restart`]).
+    pub postgres: PrivatePostgres,
+    /// The Redis server (restart it with [`PrivateRedis::restart`]).
+    pub redis: PrivateRedis,
+    /// Between the fleet and Postgres.
+    pub postgres_proxy: FaultProxy,
+    /// Between the fleet and Redis.
+    pub redis_proxy: FaultProxy,
+    /// The receiver of every webhook.
+    pub receiver: TestReceiver,
+    /// A pool straight to the fleet's database (not through the proxy), for checks.
+    pub pool: Pool,
+    /// The api's base URL.
+    pub api_url: String,
+    /// A key of the fleet's one account, with its rate limit lifted.
+    pub key: String,
+    env: Vec<(String, String)>,
+    processes: HashMap<Role, Child>,
+    logs: PathBuf,
+    _ca_file: crate::receiver::tempfile_path::TempPath,
+}
+
+impl Fleet {
+    /// Starts the servers, the proxies, a migrated database with one account and key, and
+    /// every role.
+    pub async fn start() -> Self {
+        let postgres = PrivatePostgres::start();
+        let redis = PrivateRedis::start();
+        let postgres_proxy = FaultProxy::start(postgres.addr()).await;
+        let redis_proxy = FaultProxy::start(redis.addr()).await;
+        let receiver = TestReceiver::start().await;
+        let ca_file = receiver.ca_file();
+
+        let admin = db::pool(&DatabaseSettings::new(format!(
+            "{}/postgres",
+            postgres.base_url()
+        )))
+        .expect("admin pool");
+        admin
+            .get()
+            .await
+            .expect("connect to the private cluster")
+            .simple_query("CREATE DATABASE chaos")
+            .await
+            .expect("create the database");
+        let pool = db::pool(&DatabaseSettings::new(format!(
+            "{}/chaos",
+            postgres.base_url()
+        )))
+        .expect("pool");
+        db::migrate(&pool).await.expect("migrate");
+        let key = {
+            let client = pool.get().await.expect("connect");
+            let account = provisioning::create_account(&client, "Chaos")
+                .await
+                .expect("account")
+                .id;
+            let update = PlanUpdate {
+                rate_per_minute: Some(1_000_000),
+                ..Default::default()
+            };
+            db::accounts::update_plan(&client, account, &update)
+                .await
+                .expect("lift the rate limit");
+            let scopes = [Scope::ModeratePrompt, Scope::JobRead, Scope::WebhookManage];
+            provisioning::issue_key(&client, account, Some("chaos"), Some(&scopes), None)
+                .await
+                .expect("key")
+                .key
+        };
+
+        let api_port = crate::unused_port();
+        let through_proxy = format!(
+            "postgres://postgres@127.0.0.1:{}/chaos",
+            postgres_proxy.port()
+        );
+        let redis_settings =
+            RedisSettings::new(format!("redis://127.0.0.1:{}", redis_proxy.port()), "chaos");
+        let encryption = SealingKey::random().expect("key").to_base64();
+        let registry = random_key();
+        let env: Vec<(String, String)> = [
+            ("DATABASE_URL", through_proxy.as_str()),
+            ("REDIS_URL", redis_settings.url.expose()),
+            ("APP_REDIS_NAMESPACE", "chaos"),
+            ("APP_ENCRYPTION_KEY", &encryption),
+            ("APP_REGISTRY_KEY", &registry),
+            ("APP_ALLOW_PRIVATE_URLS", "true"),
+            ("APP_EXTRA_CA_FILE", ca_file.path().to_str().expect("utf-8")),
+            ("PORT", &api_port.to_string()),
+            ("METRICS_PORT", "0"),
+            ("RUST_LOG", "warn"),
+            // Short deadlines and schedules, so a scenario recovers in seconds.
+            ("APP_REQUEST_DEADLINE_MS", "3000"),
+            ("APP_WEBHOOK_SCHEDULE_SCALE", "0.01"),
+            ("APP_WEBHOOK_TIMEOUT_MS", "2000"),
+            ("APP_QUEUE_MIN_IDLE_MS", "2000"),
+            ("APP_JOB_LEASE_MS", "2000"),
+            ("APP_RELAY_INTERVAL_MS", "500"),
+            ("APP_RELAY_GRACE_MS", "1000"),
+            ("APP_DISPATCH_IDLE_POLL_MS", "200"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let logs = std::env::temp_dir().join(format!("mt-fleet-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&logs).expect("log directory");
+        let mut fleet = Self {
+            postgres,
+            redis,
+            postgres_proxy,
+            redis_proxy,
+            receiver,
+            pool,
+            api_url: format!("http://127.0.0.1:{api_port}"),
+            key,
+            env,
+            processes: HashMap::new(),
+            logs,
+            _ca_file: ca_file,
+        };
+        for role in Role::ALL {
+            fleet.spawn(role);
+        }
+        fleet.wait_for_api().await;
+        fleet
+    }
+
+    /// Starts `role` (after [`Self::kill`]).
+    pub fn spawn(&mut self, role: Role) {
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(self.logs.join(format!("{}.log", role.binary())))
+            .expect("log file");
+        let mut command = Command::new(crate::binary(role.binary()));
+        if role == Role::Worker {
+            command.args(["--modality", "text"]);
+        }
+        let child = command
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdout(Stdio::from(log.try_clone().expect("log file")))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("start a fleet binary");
+        self.processes.insert(role, child);
+    }
+
+    /// Kills `role` with SIGKILL and reaps it.
+    pub fn kill(&mut self, role: Role) {
+        if let Some(mut child) = self.processes.remove(&role) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Waits until the api answers its health check (30 s at most).
+    pub async fn wait_for_api(&self) {
+        let client = reqwest::Client::new();
+        let health = format!("{}/health", self.api_url);
+        crate::eventually(Duration::from_secs(30), "the api's health", || async {
+            client.get(&health).send().await.ok().map(|_| ())
+        })
+        .await;
+    }
+
+    /// The last `lines` lines of every role's log, for a failing test's message.
+    pub fn log_tails(&self, lines: usize) -> String {
+        Role::ALL
+            .iter()
+            .map(|role| {
+                let text =
+                    std::fs::read_to_string(self.logs.join(format!("{}.log", role.binary())))
+                        .unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(lines).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                format!("--- {} ---\n{}", role.binary(), tail.join("\n"))
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// 32 random bytes in base64, as `APP_REGISTRY_KEY` takes them.
+fn random_key() -> String {
+    use base64::Engine;
+    let bytes = [
+        *uuid::Uuid::new_v4().as_bytes(),
+        *uuid::Uuid::new_v4().as_bytes(),
+    ]
+    .concat();
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        for role in Role::ALL {
+            self.kill(role);
+        }
+        let _ = std::fs::remove_dir_all(&self.logs);
+    }
+}

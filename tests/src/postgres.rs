@@ -1,0 +1,140 @@
+//! A Postgres cluster of a test's own on a free port, so restarting it disturbs no other test.
+//! Made with the server's own `initdb` and `pg_ctl` (Debian's postgresql package) in a
+//! temporary directory, trust authentication on loopback, removed when dropped. As root (CI),
+//! the server runs as the `postgres` user, which `initdb` requires.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+};
+
+/// A running private cluster.
+pub struct PrivatePostgres {
+    port: u16,
+    dir: PathBuf,
+    bin: PathBuf,
+}
+
+impl PrivatePostgres {
+    /// Makes and starts one.
+    pub fn start() -> Self {
+        let port = crate::unused_port();
+        let dir = std::env::temp_dir().join(format!("mt-pg-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).expect("make the cluster's directory");
+        let cluster = Self {
+            port,
+            bin: server_bin(),
+            dir,
+        };
+        if is_root() {
+            run(Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(&cluster.dir));
+        }
+        cluster.pg(
+            "initdb",
+            &["--auth=trust", "--username=postgres", "--no-sync", "-D"],
+            true,
+        );
+        cluster.start_server();
+        cluster
+    }
+
+    /// The base URL (no database) of the cluster.
+    pub fn base_url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}", self.port)
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        std::net::SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// Restarts it (fast shutdown: every session is ended, as in a real restart).
+    pub fn restart(&self) {
+        self.pg_ctl(&["restart", "-m", "fast", "-w"]);
+    }
+
+    fn start_server(&self) {
+        self.pg_ctl(&["start", "-w"]);
+    }
+
+    fn pg_ctl(&self, args: &[&str]) {
+        let options = format!(
+            "-p {} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} -c fsync=off \
+             -c max_connections=200",
+            self.port,
+            self.dir.display()
+        );
+        let log = self.dir.join("server.log");
+        let data = self.data();
+        let mut all = vec!["-D", data.to_str().expect("utf-8 path"), "-l"];
+        all.push(log.to_str().expect("utf-8 path"));
+        all.extend(["-o", options.as_str()]);
+        all.extend(args);
+        self.pg("pg_ctl", &all, false);
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    fn pg(&self, program: &str, args: &[&str], data_last: bool) {
+        let mut command = self.command(program);
+        command.args(args);
+        if data_last {
+            command.arg(self.data());
+        }
+        run(&mut command);
+    }
+
+    /// A server program, run as `postgres` when we are root.
+    fn command(&self, program: &str) -> Command {
+        let program = self.bin.join(program);
+        if is_root() {
+            let mut command = Command::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(program);
+            command
+        } else {
+            Command::new(program)
+        }
+    }
+}
+
+impl Drop for PrivatePostgres {
+    fn drop(&mut self) {
+        let _ = self
+            .command("pg_ctl")
+            .args(["stop", "-m", "immediate", "-D"])
+            .arg(self.data())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The newest installed server's programs (`/usr/lib/postgresql/<version>/bin`).
+fn server_bin() -> PathBuf {
+    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .expect("the postgresql server package is installed (scripts/test installs it)")
+        .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+        .filter(|p| Path::new(p).join("initdb").exists())
+        .collect();
+    versions.sort();
+    versions.pop().expect("an initdb under /usr/lib/postgresql")
+}
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+fn run(command: &mut Command) {
+    let out = command.output().expect("run a Postgres program");
+    assert!(
+        out.status.success(),
+        "{command:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
