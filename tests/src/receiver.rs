@@ -52,6 +52,10 @@ struct Shared {
     received: Vec<Received>,
     script: VecDeque<Reply>,
     fallback: Option<Reply>,
+    /// Requests are counted, not kept (a long bench would hold them all).
+    counting_only: bool,
+    count: usize,
+    webhook_ids: std::collections::HashSet<String>,
 }
 
 /// A running HTTPS receiver.
@@ -121,6 +125,17 @@ impl TestReceiver {
         shared.fallback = Some(then);
     }
 
+    /// From now on, requests are only counted (see [`Self::counts`]), not kept.
+    pub fn count_only(&self) {
+        self.shared.lock().expect("lock").counting_only = true;
+    }
+
+    /// Requests received so far, and how many distinct `webhook-id`s they carried.
+    pub fn counts(&self) -> (usize, usize) {
+        let shared = self.shared.lock().expect("lock");
+        (shared.count, shared.webhook_ids.len())
+    }
+
     /// Everything received so far.
     pub fn received(&self) -> Vec<Received> {
         self.shared.lock().expect("lock").received.clone()
@@ -163,11 +178,17 @@ async fn handle(
         .unwrap_or_default();
     let reply = {
         let mut shared = shared.lock().expect("lock");
-        shared.received.push(Received {
-            headers: parts.headers,
-            body,
-            at,
-        });
+        shared.count += 1;
+        if let Some(id) = parts.headers.get("webhook-id").and_then(|v| v.to_str().ok()) {
+            shared.webhook_ids.insert(id.to_owned());
+        }
+        if !shared.counting_only {
+            shared.received.push(Received {
+                headers: parts.headers,
+                body,
+                at,
+            });
+        }
         let fallback = shared.fallback.unwrap_or(Reply::Status(200));
         shared.script.pop_front().unwrap_or(fallback)
     };
