@@ -24,6 +24,7 @@ import traceback
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import httpx
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from moderation_client import AuthenticatedClient, Client
@@ -92,8 +93,16 @@ from moderation_client.types import UNSET
 API_URL = os.environ["API_URL"]
 MEDIA_URL = os.environ["MEDIA_URL"]
 SCOPES = {
-    "moderate:prompt", "moderate:chat", "moderate:image", "moderate:video", "moderate:audio",
-    "job:read", "usage:read", "webhook:manage", "settings:manage", "registry:check",
+    "moderate:prompt",
+    "moderate:chat",
+    "moderate:image",
+    "moderate:video",
+    "moderate:audio",
+    "job:read",
+    "usage:read",
+    "webhook:manage",
+    "settings:manage",
+    "registry:check",
     "registry:submit",
 }
 SUFFIX = secrets.token_hex(4)
@@ -141,8 +150,12 @@ class Tally:
 
 tally = Tally()
 check = tally.check
-authed = AuthenticatedClient(base_url=API_URL, token=os.environ["API_KEY"], raise_on_unexpected_status=True)
-public = Client(base_url=API_URL, raise_on_unexpected_status=True)
+# A generous timeout: the machine may be busy (httpx's default is 5 s).
+TIMEOUT = httpx.Timeout(30.0)
+authed = AuthenticatedClient(
+    base_url=API_URL, token=os.environ["API_KEY"], raise_on_unexpected_status=True, timeout=TIMEOUT
+)
+public = Client(base_url=API_URL, raise_on_unexpected_status=True, timeout=TIMEOUT)
 
 
 class Receiver:
@@ -158,7 +171,11 @@ class Receiver:
                 body = self.rfile.read(int(self.headers.get("content-length", "0")))
                 with receiver.lock:
                     receiver.received.append(
-                        {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body}
+                        {
+                            "path": self.path,
+                            "headers": {k.lower(): v for k, v in self.headers.items()},
+                            "body": body,
+                        }
                     )
                 self.send_response(200)
                 self.send_header("content-length", "2")
@@ -214,7 +231,10 @@ def refused(request, secret):
 def main():
     document = json.load(open(os.environ["OPENAPI_DOCUMENT"]))
     operations = {
-        op["operationId"] for item in document["paths"].values() for op in item.values() if isinstance(op, dict)
+        op["operationId"]
+        for item in document["paths"].values()
+        for op in item.values()
+        if isinstance(op, dict)
     }
     receiver = Receiver()
     jobs = {}
@@ -222,7 +242,10 @@ def main():
 
     def public_operations():
         answer, _ = tally.call(health, 200)
-        check(answer.status == "ok" and answer.checks.postgres == "ok" and answer.checks.redis == "ok", f"health: {answer}")
+        check(
+            answer.status == "ok" and answer.checks.postgres == "ok" and answer.checks.redis == "ok",
+            f"health: {answer}",
+        )
         text, _ = tally.call(metrics, 200)
         check("# TYPE" in text, "the metrics are not Prometheus text")
         served, _ = tally.call(openapi_json, 200)
@@ -235,14 +258,20 @@ def main():
 
     def policies():
         created, _ = tally.call(
-            create_custom_category, 201,
+            create_custom_category,
+            201,
             body=CreateBody(name=CATEGORY, description="Games of chance for money.", keywords=["roulette"]),
         )
-        check(created.name == CATEGORY and created.keywords == ["roulette"] and created.enabled, f"created {created}")
+        check(
+            created.name == CATEGORY and created.keywords == ["roulette"] and created.enabled,
+            f"created {created}",
+        )
         changed, _ = tally.call(
             change_custom_category, 200, id=created.id, body=ChangeBody(keywords=["roulette", "blackjack"])
         )
-        check(changed.keywords == ["roulette", "blackjack"] and changed.id == created.id, f"changed {changed}")
+        check(
+            changed.keywords == ["roulette", "blackjack"] and changed.id == created.id, f"changed {changed}"
+        )
         listed, _ = tally.call(list_custom_categories, 200)
         check([c.name for c in listed.categories] == [CATEGORY], f"categories {listed.categories}")
         state["category"] = created.id
@@ -255,7 +284,10 @@ def main():
 
     def webhook_settings():
         secret, _ = tally.call(reveal_webhook_secret, 200)
-        check(secret.secret.startswith("whsec_") and len(base64.b64decode(secret.secret[6:])) == 24, "secret shape")
+        check(
+            secret.secret.startswith("whsec_") and len(base64.b64decode(secret.secret[6:])) == 24,
+            "secret shape",
+        )
         again, _ = tally.call(reveal_outside_api_v1, 200)
         check(again.secret == secret.secret and again.id == secret.id, "the two reveals differ")
         state["old"] = secret.secret
@@ -270,17 +302,39 @@ def main():
         jobs[kind] = accepted.job_id
 
     def submissions_before_rotation():
-        submit(moderate_prompt, ModeratePromptBody(text="A friendly note about the weather.", webhook_url=receiver.url("/prompt")), "prompt")
+        submit(
+            moderate_prompt,
+            ModeratePromptBody(
+                text="A friendly note about the weather.", webhook_url=receiver.url("/prompt")
+            ),
+            "prompt",
+        )
         # No webhook_url: the chat goes to the account's global URL.
         messages = [
             ModerateChatBodyMessagesItem(role=ModerateChatBodyMessagesItemRole.SYSTEM, content="Be kind."),
-            ModerateChatBodyMessagesItem(role=ModerateChatBodyMessagesItemRole.USER, content="Shall we play roulette?"),
-            ModerateChatBodyMessagesItem(role=ModerateChatBodyMessagesItemRole.ASSISTANT, content="Maybe later."),
+            ModerateChatBodyMessagesItem(
+                role=ModerateChatBodyMessagesItemRole.USER, content="Shall we play roulette?"
+            ),
+            ModerateChatBodyMessagesItem(
+                role=ModerateChatBodyMessagesItemRole.ASSISTANT, content="Maybe later."
+            ),
         ]
         submit(moderate_chat, ModerateChatBody(messages=messages), "chat")
-        submit(moderate_image, ModerateImageBody(image=f"{MEDIA_URL}/picture.png", webhook_url=receiver.url("/image")), "image")
-        submit(moderate_video, ModerateVideoBody(video=f"{MEDIA_URL}/clip.mp4", webhook_url=receiver.url("/video")), "video")
-        submit(moderate_audio, ModerateAudioBody(audio=f"{MEDIA_URL}/silence.wav", webhook_url=receiver.url("/audio")), "audio")
+        submit(
+            moderate_image,
+            ModerateImageBody(image=f"{MEDIA_URL}/picture.png", webhook_url=receiver.url("/image")),
+            "image",
+        )
+        submit(
+            moderate_video,
+            ModerateVideoBody(video=f"{MEDIA_URL}/clip.mp4", webhook_url=receiver.url("/video")),
+            "video",
+        )
+        submit(
+            moderate_audio,
+            ModerateAudioBody(audio=f"{MEDIA_URL}/silence.wav", webhook_url=receiver.url("/audio")),
+            "audio",
+        )
         for path in ("/prompt", "/global", "/image", "/video", "/audio"):
             for request in receiver.wait_for(path):
                 request["signed_by"] = "old"
@@ -289,11 +343,21 @@ def main():
         for kind, job_id in jobs.items():
             job = wait_for_job(job_id)
             check(job.status == "completed", f"{kind} job {job.status}: {job.error}")
-            check(job.type_ == ("text" if kind in ("prompt", "chat", "prohibited") else kind), f"{kind} type {job.type_}")
+            check(
+                job.type_ == ("text" if kind in ("prompt", "chat", "prohibited") else kind),
+                f"{kind} type {job.type_}",
+            )
             check(job.completed_at is not None, f"{kind} has no completed_at")
-            custom = {} if job.categories is UNSET or job.categories.custom is UNSET else job.categories.custom.additional_properties
+            custom = (
+                {}
+                if job.categories is UNSET or job.categories.custom is UNSET
+                else job.categories.custom.additional_properties
+            )
             if kind in ("image", "video"):
-                check(job.categories.ai_adult_general is False and job.categories.underage is False, f"{kind} categories")
+                check(
+                    job.categories.ai_adult_general is False and job.categories.underage is False,
+                    f"{kind} categories",
+                )
             if kind in ("chat", "prohibited"):
                 check(custom == {CATEGORY: True}, f"{kind} custom categories {custom}")
             else:
@@ -303,11 +367,17 @@ def main():
                 check(BLOCKED not in job.reason and "blocklist" in job.reason, f"reason {job.reason!r}")
             elif kind == "chat":
                 check(job.is_prohibited is True, "the chat naming a custom category's keyword was allowed")
-                check(job.reason == f"The content matches the custom category {CATEGORY}.", f"reason {job.reason!r}")
+                check(
+                    job.reason == f"The content matches the custom category {CATEGORY}.",
+                    f"reason {job.reason!r}",
+                )
             else:
                 check(job.is_prohibited is False and job.reason is UNSET, f"{kind} prohibited: {job.reason}")
             progress, _ = tally.call(get_progress, 200, id=job_id)
-            check(progress.stage == "done" and progress.status == "completed" and progress.attempts == 1, f"{kind} progress {progress}")
+            check(
+                progress.stage == "done" and progress.status == "completed" and progress.attempts == 1,
+                f"{kind} progress {progress}",
+            )
 
     def rotation():
         rotated, _ = tally.call(rotate_webhook_secret, 201)
@@ -321,11 +391,16 @@ def main():
         check(listed.tolerance_seconds == 300 and listed.grace_hours == 24, "tolerance and grace")
 
     def deliveries_after_rotation():
-        submit(moderate_prompt, ModeratePromptBody(text=f"We say {BLOCKED} and play blackjack."), "prohibited")
+        submit(
+            moderate_prompt, ModeratePromptBody(text=f"We say {BLOCKED} and play blackjack."), "prohibited"
+        )
         for request in receiver.wait_for("/global", 2)[1:]:
             request["signed_by"] = "both"
         first, _ = tally.call(list_deliveries, 200, job_id=jobs["prompt"])
-        check(len(first.deliveries) == 1 and first.deliveries[0].status == "delivered", f"the prompt's delivery {first}")
+        check(
+            len(first.deliveries) == 1 and first.deliveries[0].status == "delivered",
+            f"the prompt's delivery {first}",
+        )
         delivery = first.deliveries[0]
         resent, _ = tally.call(resend_delivery, 202, id=delivery.delivery_id)
         check(resent.delivery_id == delivery.delivery_id, "resend answered another delivery")
@@ -334,14 +409,23 @@ def main():
         deadline = time.monotonic() + 30
         while True:
             detail, _ = tally.call(get_delivery, 200, id=delivery.delivery_id)
-            if len(detail.attempts_log) == 2 and detail.attempts_log[1].status_code == 200 or time.monotonic() > deadline:
+            if (
+                len(detail.attempts_log) == 2
+                and detail.attempts_log[1].status_code == 200
+                or time.monotonic() > deadline
+            ):
                 break
             time.sleep(0.1)
         check(detail.status == "delivered" and detail.attempts == 2, f"after the resend {detail}")
         check([a.attempt for a in detail.attempts_log] == [1, 2], f"attempts {detail.attempts_log}")
-        check(all(a.status_code == 200 and a.response_excerpt == "ok" for a in detail.attempts_log), "attempt answers")
+        check(
+            all(a.status_code == 200 and a.response_excerpt == "ok" for a in detail.attempts_log),
+            "attempt answers",
+        )
         every, _ = tally.call(list_deliveries, 200, status="delivered", limit=1000)
-        check({d.job_id for d in every.deliveries} == set(jobs.values()), f"delivered jobs {every.deliveries}")
+        check(
+            {d.job_id for d in every.deliveries} == set(jobs.values()), f"delivered jobs {every.deliveries}"
+        )
         check(every.next_cursor is None, "one page expected")
         since = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(hours=1)
         recovered, _ = tally.call(recover_deliveries, 202, body=RecoverBody(since=since))
@@ -357,7 +441,10 @@ def main():
             signatures = request["headers"]["webhook-signature"].split(" ")
             payload = verify(request, old)
             check(request["headers"]["webhook-id"] == payload["delivery_id"], f"{where}: webhook-id")
-            check(uuid.UUID(payload["job_id"]) in jobs.values() and payload["status"] == "completed", f"{where}: payload")
+            check(
+                uuid.UUID(payload["job_id"]) in jobs.values() and payload["status"] == "completed",
+                f"{where}: payload",
+            )
             check(refused(request, stranger), f"{where}: a stranger's secret verifies")
             if request["signed_by"] == "old":
                 check(len(signatures) == 1, f"{where}: {len(signatures)} signatures before the rotation")
@@ -375,7 +462,10 @@ def main():
         check(sorted(listed) == sorted(jobs.values()) and rest.next_cursor is None, f"listed {listed}")
         today = datetime.date.today()
         text, _ = tally.call(
-            export_jobs, 200, from_=str(today - datetime.timedelta(days=1)), to=str(today + datetime.timedelta(days=2))
+            export_jobs,
+            200,
+            from_=str(today - datetime.timedelta(days=1)),
+            to=str(today + datetime.timedelta(days=2)),
         )
         rows = list(csv.DictReader(io.StringIO(text.lstrip("\ufeff"))))
         check({uuid.UUID(r["job_id"]) for r in rows} == set(jobs.values()), f"exported {len(rows)} rows")
@@ -384,26 +474,53 @@ def main():
         check("user: Shall we play roulette?" in by_id[jobs["chat"]]["prompt"], "the chat row's prompt")
         check(by_id[jobs["prohibited"]]["is_prohibited"] == "true", "the prohibited row")
         volume, _ = tally.call(usage_volume, 200, period="day")
-        totals = {k: sum(getattr(p, k) for p in volume.data) for k in ("prompt", "image", "video", "audio", "pre", "post")}
-        check(totals == {"prompt": 3, "image": 1, "video": 1, "audio": 1, "pre": 0, "post": 0}, f"usage {totals}")
+        totals = {
+            k: sum(getattr(p, k) for p in volume.data)
+            for k in ("prompt", "image", "video", "audio", "pre", "post")
+        }
+        check(
+            totals == {"prompt": 3, "image": 1, "video": 1, "audio": 1, "pre": 0, "post": 0},
+            f"usage {totals}",
+        )
         check(volume.period == "day" and volume.bucket == "hour", f"usage bucket {volume.bucket}")
 
     def registry():
         email = f"banned-{SUFFIX}@example.com".encode()
         identifier = IdentifierBody(type_=IdentifierType.EMAIL, sha256=hashlib.sha256(email).hexdigest())
-        answer, _ = tally.call(check_registry, 200, body=CheckBody(identifiers=[identifier], context=Context.SIGNUP))
-        check(answer.match is False and answer.signals == [] and answer.normalisation_version == 1, f"check {answer}")
-        entry, _ = tally.call(
-            report_registry_entry, 201,
-            body=ReportBody(identifier=identifier, category=BanCategory.PAYMENT_FRAUD, member_case_ref=f"case-{SUFFIX}", attest_human_review=True),
+        answer, _ = tally.call(
+            check_registry, 200, body=CheckBody(identifiers=[identifier], context=Context.SIGNUP)
         )
-        check(entry.status == "active" and entry.category == "payment_fraud" and entry.revoked_at is None, f"entry {entry}")
+        check(
+            answer.match is False and answer.signals == [] and answer.normalisation_version == 1,
+            f"check {answer}",
+        )
+        entry, _ = tally.call(
+            report_registry_entry,
+            201,
+            body=ReportBody(
+                identifier=identifier,
+                category=BanCategory.PAYMENT_FRAUD,
+                member_case_ref=f"case-{SUFFIX}",
+                attest_human_review=True,
+            ),
+        )
+        check(
+            entry.status == "active" and entry.category == "payment_fraud" and entry.revoked_at is None,
+            f"entry {entry}",
+        )
         listed, _ = tally.call(list_registry_entries, 200, limit=10)
-        check([e.entry_id for e in listed.entries] == [entry.entry_id] and listed.next_cursor is None, "entries")
+        check(
+            [e.entry_id for e in listed.entries] == [entry.entry_id] and listed.next_cursor is None, "entries"
+        )
         got, _ = tally.call(get_registry_entry, 200, id=entry.entry_id)
         check(got.member_case_ref == f"case-{SUFFIX}", f"entry {got}")
-        revoked, _ = tally.call(revoke_registry_entry, 200, id=entry.entry_id, body=RevokeBody(reason="Reported in error."))
-        check(revoked.status == "revoked" and revoked.revoke_reason == "Reported in error.", f"revoked {revoked}")
+        revoked, _ = tally.call(
+            revoke_registry_entry, 200, id=entry.entry_id, body=RevokeBody(reason="Reported in error.")
+        )
+        check(
+            revoked.status == "revoked" and revoked.revoke_reason == "Reported in error.",
+            f"revoked {revoked}",
+        )
 
     def cleanup_settings():
         tally.call(delete_custom_category, 204, id=state["category"])
@@ -435,8 +552,12 @@ def main():
         tally.failed.setdefault(name, []).append("not driven")
         print(f"FAILED {name}: the document has it, the driver never called it")
     passed = len(tally.driven - set(tally.failed))
-    print(f"python webhooks: {state.get('verified', 0)} deliveries verified with standardwebhooks across a rotation")
-    print(f"python: {len(tally.driven)} of {len(operations)} operations driven, {passed} passed, {len(set(tally.failed))} failed")
+    print(
+        f"python webhooks: {state.get('verified', 0)} deliveries verified with standardwebhooks across a rotation"
+    )
+    print(
+        f"python: {len(tally.driven)} of {len(operations)} operations driven, {passed} passed, {len(set(tally.failed))} failed"
+    )
     return 0 if not tally.failed else 1
 
 
