@@ -5,7 +5,7 @@ and verifies every webhook delivery with the `standardwebhooks` package across a
 Run by scripts/clients with API_URL, API_KEY (a key with every scope, of an account of its own),
 MEDIA_URL (serving picture.png, clip.mp4 and silence.wav), OPENAPI_DOCUMENT (the served document)
 and RECEIVER_CERT / RECEIVER_KEY (a certificate for 127.0.0.1 the dispatcher trusts). Prints one
-line per failed check and, last, `python: N operations driven, N passed, N failed`.
+line per failed check and, last, `python: N of M operations driven, N passed, N failed`.
 """
 
 import base64

@@ -7,7 +7,7 @@
 // own), MEDIA_URL (serving picture.png, clip.mp4 and silence.wav), OPENAPI_DOCUMENT (the served
 // document) and RECEIVER_CERT / RECEIVER_KEY (a certificate for 127.0.0.1 the dispatcher
 // trusts). Prints one line per failed check and, last,
-// `typescript: N operations driven, N passed, N failed`.
+// `typescript: N of M operations driven, N passed, N failed`.
 
 import { createHash, randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
