@@ -158,7 +158,7 @@ pub(crate) struct ListQuery {
     limit: Option<i64>,
 }
 
-#[utoipa::path(get, path = "/api/v1/deliveries", tag = "webhooks", params(ListQuery), responses(
+#[utoipa::path(get, path = "/api/v1/deliveries", operation_id = "list_deliveries", tag = "webhooks", params(ListQuery), responses(
     (status = 200, description = "A page of the account's deliveries, newest first.",
      body = DeliveryList),
     (status = 400, description = "A bad job id, status, date-time, limit or cursor.",
@@ -240,7 +240,7 @@ fn instant(field: &str, raw: &str) -> Result<OffsetDateTime, ApiError> {
     })
 }
 
-#[utoipa::path(get, path = "/api/v1/deliveries/{id}", tag = "webhooks",
+#[utoipa::path(get, path = "/api/v1/deliveries/{id}", operation_id = "get_delivery", tag = "webhooks",
     params(("id" = Uuid, Path, description = "The delivery's id.")),
     responses(
         (status = 200, description = "The delivery and every attempt.", body = DeliveryDetail),
@@ -264,7 +264,7 @@ pub(crate) async fn get(
     }))
 }
 
-#[utoipa::path(post, path = "/api/v1/deliveries/{id}/resend", tag = "webhooks",
+#[utoipa::path(post, path = "/api/v1/deliveries/{id}/resend", operation_id = "resend_delivery", tag = "webhooks",
     params(("id" = Uuid, Path, description = "The delivery's id.")),
     responses(
         (status = 202, description = "One more attempt, outside the schedule, leaves now with \
@@ -312,7 +312,7 @@ pub struct Recovered {
     count: i64,
 }
 
-#[utoipa::path(post, path = "/api/v1/deliveries/recover", tag = "webhooks",
+#[utoipa::path(post, path = "/api/v1/deliveries/recover", operation_id = "recover_deliveries", tag = "webhooks",
     request_body = RecoverBody,
     responses(
         (status = 202, description = "Every `abandoned` delivery of the account created in the \
