@@ -31,9 +31,14 @@ apt_install() {
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
+# Runs as the postgres user, from / (it cannot enter root's home, and says so otherwise).
 as_postgres() {
-  if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else sudo -u postgres "$@"; fi
+  if [ "$(id -u)" -eq 0 ]; then (cd / && runuser -u postgres -- "$@"); else (cd / && sudo -u postgres "$@"); fi
 }
+
+# The services ensure_postgres and ensure_redis started themselves ("postgres:VERSION",
+# "redis"), so a script may stop exactly those when it ends.
+STARTED_SERVICES=()
 
 pg_ready() { psql "$PG_BASE_URL/postgres" -qAtc 'SELECT 1' >/dev/null 2>&1; }
 
@@ -46,7 +51,8 @@ ensure_postgres() {
     for version in $(ls /etc/postgresql 2>/dev/null); do
       if ! pg_lsclusters -h | awk -v v="$version" '$1 == v && $2 == "main" && $4 == "online" {found=1} END {exit !found}'; then
         log "Starting PostgreSQL $version"
-        as_root pg_ctlcluster --skip-systemctl-redirect "$version" main start || true
+        (cd / && as_root pg_ctlcluster --skip-systemctl-redirect "$version" main start) &&
+          STARTED_SERVICES+=("postgres:$version") || true
       fi
     done
     local i
@@ -63,6 +69,21 @@ ensure_postgres() {
   pg_ready || die "cannot connect to PostgreSQL at $PG_BASE_URL"
 }
 
+# Stops the services this script started (see STARTED_SERVICES).
+stop_started_services() {
+  local service
+  for service in "${STARTED_SERVICES[@]}"; do
+    case "$service" in
+      postgres:*)
+        log "Stopping PostgreSQL ${service#postgres:} (this script started it)"
+        (cd / && as_root pg_ctlcluster --skip-systemctl-redirect "${service#postgres:}" main stop) || true ;;
+      redis)
+        log "Stopping Redis (this script started it)"
+        redis-cli -p "$REDIS_PORT" shutdown nosave >/dev/null 2>&1 || true ;;
+    esac
+  done
+}
+
 redis_ready() { redis-cli -p "$REDIS_PORT" ping 2>/dev/null | grep -q PONG; }
 
 ensure_redis() {
@@ -72,7 +93,7 @@ ensure_redis() {
   if ! redis_ready; then
     log "Starting Redis on port $REDIS_PORT"
     redis-server --daemonize yes --bind 127.0.0.1 --port "$REDIS_PORT" --save "" --appendonly no \
-      --logfile /tmp/moderation-redis.log >/dev/null
+      --logfile /tmp/moderation-redis.log >/dev/null && STARTED_SERVICES+=(redis)
     local i
     for i in $(seq 1 50); do
       redis_ready && break

@@ -4,8 +4,8 @@ use std::{net::SocketAddr, time::Duration};
 
 use moderation_shared::{
     config::{
-        env_bool, env_millis, env_or, env_positive, extra_ca_pem_from_env, ConfigError,
-        DatabaseSettings, RedisSettings,
+        env_bool, env_millis, env_or, env_positive, extra_ca_pem_from_env, metrics_addr,
+        ConfigError, DatabaseSettings, RedisSettings,
     },
     crypto::SealingKey,
     queue::QueueSettings,
@@ -36,7 +36,8 @@ pub struct DispatcherSettings {
     /// `APP_QUEUE_SAMPLE_MS`: how often the queue depth of every modality is sampled
     /// (default 5000, at least 10).
     pub depth_sample: Duration,
-    /// `METRICS_PORT`: where `/metrics` is served (default 9090; 0 picks a free port).
+    /// `APP_HOST` and `METRICS_PORT`: where `/metrics` is served (default `0.0.0.0:9090`;
+    /// port 0 picks a free one).
     pub metrics_addr: SocketAddr,
     /// `APP_ENCRYPTION_KEY`: opens the sealed signing secrets.
     pub encryption_key: SealingKey,
@@ -73,7 +74,7 @@ impl DispatcherSettings {
             redis: RedisSettings::from_env()?,
             queue_min_idle: QueueSettings::from_env()?.min_idle,
             depth_sample: env_millis("APP_QUEUE_SAMPLE_MS", DEPTH_SAMPLE, 10..)?,
-            metrics_addr: SocketAddr::from(([0, 0, 0, 0], env_or("METRICS_PORT", 9090u16)?)),
+            metrics_addr: metrics_addr(9090)?,
             encryption_key: SealingKey::from_env()?,
             url_guard: UrlGuard::system(env_bool("APP_ALLOW_PRIVATE_URLS", false)?),
             extra_ca_pem,

@@ -77,6 +77,16 @@ where
         .transpose()
 }
 
+/// Where a worker's or the dispatcher's `/metrics` listens: `APP_HOST` (default `0.0.0.0`, as
+/// the api) and `METRICS_PORT` (default `default_port`; 0 picks a free one).
+pub fn metrics_addr(default_port: u16) -> Result<std::net::SocketAddr, ConfigError> {
+    let host = env_or("APP_HOST", std::net::IpAddr::from([0, 0, 0, 0]))?;
+    Ok(std::net::SocketAddr::new(
+        host,
+        env_or("METRICS_PORT", default_port)?,
+    ))
+}
+
 /// Parses `name`, or returns `default` when it is unset.
 pub fn env_or<T>(name: &'static str, default: T) -> Result<T, ConfigError>
 where

@@ -179,7 +179,11 @@ async fn handle(
     let reply = {
         let mut shared = shared.lock().expect("lock");
         shared.count += 1;
-        if let Some(id) = parts.headers.get("webhook-id").and_then(|v| v.to_str().ok()) {
+        if let Some(id) = parts
+            .headers
+            .get("webhook-id")
+            .and_then(|v| v.to_str().ok())
+        {
             shared.webhook_ids.insert(id.to_owned());
         }
         if !shared.counting_only {

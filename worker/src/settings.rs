@@ -4,7 +4,7 @@ use std::{collections::BTreeMap, net::SocketAddr, time::Duration};
 
 use moderation_shared::{
     config::{
-        env_bool, env_millis, env_or, env_raw, extra_ca_pem_from_env, ConfigError,
+        env_bool, env_millis, env_raw, extra_ca_pem_from_env, metrics_addr, ConfigError,
         DatabaseSettings, RedisSettings,
     },
     domain::Modality,
@@ -54,7 +54,8 @@ pub struct WorkerSettings {
     pub redis: RedisSettings,
     /// The modalities this process works on (`--modality`).
     pub modalities: Vec<Modality>,
-    /// `METRICS_PORT`: where `/metrics` is served (default 9091; 0 picks a free port).
+    /// `APP_HOST` and `METRICS_PORT`: where `/metrics` is served (default `0.0.0.0:9091`;
+    /// port 0 picks a free one).
     pub metrics_addr: SocketAddr,
     /// `APP_WORKER_CONCURRENCY`: jobs in progress at once, per modality.
     pub concurrency: Concurrency,
@@ -88,7 +89,7 @@ impl WorkerSettings {
             database: DatabaseSettings::from_env()?,
             redis: RedisSettings::from_env()?,
             modalities,
-            metrics_addr: SocketAddr::from(([0, 0, 0, 0], env_or("METRICS_PORT", 9091u16)?)),
+            metrics_addr: metrics_addr(9091)?,
             concurrency,
             queue: QueueSettings::from_env()?,
             shutdown_timeout: Duration::from_secs(25),
