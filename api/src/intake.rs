@@ -5,14 +5,19 @@
 //! under load those dominate the api's work. The [`Intake`] gathers the submissions of
 //! concurrent requests (see [`Batcher`]): one `INSERT` for the batch, then one enqueue per
 //! modality. A lone request is written at once, so a quiet service waits for nothing.
+//!
+//! A submission with an `Idempotency-Key` whose key a job of its account already holds is not
+//! stored: it is answered per item with that job (the same request) or a conflict (another
+//! request), and only the jobs the batch created are enqueued.
 
 use moderation_shared::{
     batch::{BatchError, Batcher, Execute},
+    clock,
     db::{
-        jobs::{self, NewJob},
+        jobs::{self, Inserted, NewJob},
         DbError, Pool,
     },
-    domain::{JobId, Modality},
+    domain::{JobId, Modality, IDEMPOTENCY_TTL},
     queue::JobQueue,
 };
 
@@ -28,6 +33,12 @@ pub enum Persisted {
     Queued,
     /// Stored, but its enqueue failed: the relay enqueues it once Redis is back.
     NotQueued,
+    /// Not stored: the same request came with this key within 24 hours and made this job.
+    Replayed(JobId),
+    /// Not stored: another request came with this key within 24 hours.
+    KeyConflict,
+    /// Not stored: concurrent submissions kept taking and releasing this key.
+    KeyContested,
 }
 
 /// Persists and enqueues submissions; cheap to clone.
@@ -62,18 +73,44 @@ impl Execute for Submissions {
 
     /// Fails only when nothing was stored, so a failed batch can be run again job by job.
     async fn execute(&self, jobs: &[NewJob]) -> Result<Vec<Persisted>, DbError> {
-        {
+        let inserted = {
             // The connection goes back to the pool before the Redis round trips.
-            let client = self.pool.get().await?;
-            jobs::insert_many(&client, jobs).await?;
-        }
-        let mut answers = vec![Persisted::Queued; jobs.len()];
+            let mut client = self.pool.get().await?;
+            let expired_before = clock::now() - IDEMPOTENCY_TTL;
+            if jobs.iter().any(|job| job.idempotency.is_some()) {
+                let tx = client.transaction().await?;
+                let inserted = jobs::insert_many(&*tx, jobs, expired_before).await?;
+                tx.commit().await?;
+                inserted
+            } else {
+                jobs::insert_many(&**client, jobs, expired_before).await?
+            }
+        };
+        let mut answers: Vec<Persisted> = jobs
+            .iter()
+            .zip(&inserted)
+            .map(|(job, inserted)| match inserted {
+                Inserted::Created => Persisted::Queued,
+                Inserted::Held(holder) => {
+                    let same = job
+                        .idempotency
+                        .as_ref()
+                        .is_some_and(|k| k.fingerprint == holder.fingerprint);
+                    if same {
+                        Persisted::Replayed(holder.id)
+                    } else {
+                        Persisted::KeyConflict
+                    }
+                }
+                Inserted::Contested => Persisted::KeyContested,
+            })
+            .collect();
         let mut not_queued = Vec::new();
         for modality in Modality::ALL {
             let (indices, ids): (Vec<usize>, Vec<JobId>) = jobs
                 .iter()
                 .enumerate()
-                .filter(|(_, job)| job.modality == modality)
+                .filter(|(i, job)| job.modality == modality && inserted[*i] == Inserted::Created)
                 .map(|(i, job)| (i, job.id))
                 .unzip();
             if ids.is_empty() {

@@ -64,10 +64,15 @@ macro_rules! word_enum {
 
 mod chat;
 mod delivery;
+mod idempotency;
 mod job;
 
 pub use chat::{ChatMessage, ChatRole, UnknownChatRole};
 pub use delivery::{DeliveryState, SecretStatus, UnknownDeliveryState, UnknownSecretStatus};
+pub use idempotency::{
+    Idempotency, IdempotencyKey, InvalidIdempotencyKey, RequestFingerprint, IDEMPOTENCY_TTL,
+    MAX_IDEMPOTENCY_KEY_LEN,
+};
 pub use job::{
     FailureCode, JobStage, JobStatus, UnknownFailureCode, UnknownJobStage, UnknownJobStatus,
 };

@@ -3,7 +3,8 @@
 //!
 //! Each modality gets one apalis worker on a [`StreamBackend`], with the modality's
 //! concurrency, all under one apalis `Monitor` that stops them gracefully. The relay runs
-//! beside them for the same modalities.
+//! beside them for the same modalities, and the purge of expired idempotency keys
+//! ([`key_purge`]) for all jobs.
 
 use std::{
     future::Future,
@@ -29,6 +30,7 @@ pub mod classify;
 pub mod failure;
 pub mod fetch;
 pub mod jobs;
+pub mod key_purge;
 pub mod policy;
 pub mod probe;
 mod settings;
@@ -136,6 +138,7 @@ impl Worker {
             },
             () = self.metrics.serve() => {}
             () = relay.run_until_stopped() => {}
+            () = key_purge::run_until_stopped(self.pool.clone()) => {}
             () = runtime::watch_dependencies(self.pool, self.redis, Duration::from_secs(5)) => {}
         }
     }

@@ -27,6 +27,7 @@ pub mod blocklist;
 pub mod custom_categories;
 pub mod deliveries;
 pub mod hash_bank;
+pub mod job_keys;
 pub mod job_reports;
 pub mod jobs;
 pub mod registry_entries;
