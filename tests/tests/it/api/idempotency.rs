@@ -9,7 +9,7 @@ use moderation_shared::{
     redis_conn::RedisConn,
 };
 use moderation_tests::{
-    assert_error, forms::text_form, spawn_app, worker::spawn_worker, TestApp, TestKey,
+    assert_error, forms::text_form, get_plain, spawn_app, worker::spawn_worker, TestApp, TestKey,
 };
 use reqwest::{header::HeaderValue, multipart::Form};
 use serde_json::Value;
@@ -413,4 +413,36 @@ async fn replays_and_conflicts_in_a_concurrent_burst_leave_the_other_submissions
     }
     assert_eq!(job_count(&app).await, 1 + 20);
     assert_eq!(stream_len(&app, Text).await, 1 + 20);
+}
+
+#[tokio::test]
+async fn the_document_gives_every_submission_the_key_header_the_replay_header_and_409() {
+    let app = spawn_app().await;
+
+    let (status, _, body) = get_plain(app.port, "/api/v1/openapi.json").await;
+
+    assert_eq!(status, 200);
+    let doc: Value = serde_json::from_str(&body).unwrap();
+    for kind in ["prompt", "chat", "image", "video", "audio"] {
+        let operation = &doc["paths"][format!("/api/v1/moderate/{kind}")]["post"];
+        let parameter = operation["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "Idempotency-Key")
+            .unwrap_or_else(|| panic!("{kind} documents no Idempotency-Key"));
+        assert_eq!(parameter["in"], "header");
+        assert_eq!(parameter["required"], false);
+        assert_eq!(parameter["schema"]["maxLength"], 255);
+        let responses = &operation["responses"];
+        assert!(
+            responses["202"]["headers"]["idempotent-replayed"].is_object(),
+            "{kind}"
+        );
+        assert_eq!(
+            responses["409"]["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/ErrorBody",
+            "{kind}"
+        );
+    }
 }
