@@ -7,8 +7,8 @@ ALTER TABLE jobs
     ADD COLUMN request_fingerprint bytea,
     ADD CONSTRAINT jobs_idempotency_key_with_fingerprint
         CHECK ((idempotency_key IS NULL) = (request_fingerprint IS NULL)),
-    ADD CONSTRAINT jobs_idempotency_key_shape
-        CHECK (idempotency_key IS NULL OR idempotency_key ~ '^[ -~]{1,255}$'),
+    ADD CONSTRAINT jobs_idempotency_key_length
+        CHECK (octet_length(idempotency_key) BETWEEN 1 AND 255),
     ADD CONSTRAINT jobs_request_fingerprint_length
         CHECK (request_fingerprint IS NULL OR octet_length(request_fingerprint) = 32);
 

@@ -8,13 +8,16 @@
 //!
 //! A submission with an `Idempotency-Key` whose key a job of its account already holds is not
 //! stored: it is answered per item with that job (the same request) or a conflict (another
-//! request), and only the jobs the batch created are enqueued.
+//! request), and only the jobs the batch created are enqueued. A key held by a job older than
+//! 24 hours is taken from it and the submission stored after all. Every statement commits on
+//! its own, so a batch without held keys costs what a batch without keys does.
 
 use moderation_shared::{
     batch::{BatchError, Batcher, Execute},
     clock,
     db::{
-        jobs::{self, Inserted, NewJob},
+        job_keys,
+        jobs::{self, NewJob},
         DbError, Pool,
     },
     domain::{JobId, Modality, IDEMPOTENCY_TTL},
@@ -25,6 +28,9 @@ use moderation_shared::{
 const MAX_BATCH: usize = 128;
 /// Batches in flight at once (each holds a pooled connection).
 const IN_FLIGHT: usize = 2;
+/// How many times a submission whose key its holder gave up (expired) is inserted again
+/// before it is answered 503: each time, a concurrent submission may have taken the key first.
+const KEY_ROUNDS: usize = 3;
 
 /// Where a persisted submission stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,8 +43,9 @@ pub enum Persisted {
     Replayed(JobId),
     /// Not stored: another request came with this key within 24 hours.
     KeyConflict,
-    /// Not stored: concurrent submissions kept taking and releasing this key.
-    KeyContested,
+    /// Not stored, and nothing learnt about this key's holder (a failed lookup, or a key that
+    /// kept changing hands): the client may retry with the same key.
+    KeyUnresolved,
 }
 
 /// Persists and enqueues submissions; cheap to clone.
@@ -71,46 +78,41 @@ impl Execute for Submissions {
     type Response = Persisted;
     type Error = DbError;
 
-    /// Fails only when nothing was stored, so a failed batch can be run again job by job.
+    /// Fails only when nothing was stored, so a failed batch can be run again job by job:
+    /// once the first insert has committed, a failure answers only the jobs it leaves
+    /// unresolved.
     async fn execute(&self, jobs: &[NewJob]) -> Result<Vec<Persisted>, DbError> {
-        let inserted = {
+        let mut stored;
+        let mut answers;
+        {
             // The connection goes back to the pool before the Redis round trips.
-            let mut client = self.pool.get().await?;
-            let expired_before = clock::now() - IDEMPOTENCY_TTL;
-            if jobs.iter().any(|job| job.idempotency.is_some()) {
-                let tx = client.transaction().await?;
-                let inserted = jobs::insert_many(&*tx, jobs, expired_before).await?;
-                tx.commit().await?;
-                inserted
-            } else {
-                jobs::insert_many(&**client, jobs, expired_before).await?
-            }
-        };
-        let mut answers: Vec<Persisted> = jobs
-            .iter()
-            .zip(&inserted)
-            .map(|(job, inserted)| match inserted {
-                Inserted::Created => Persisted::Queued,
-                Inserted::Held(holder) => {
-                    let same = job
-                        .idempotency
-                        .as_ref()
-                        .is_some_and(|k| k.fingerprint == holder.fingerprint);
-                    if same {
-                        Persisted::Replayed(holder.id)
+            let client = self.pool.get().await?;
+            stored = jobs::insert_many(&**client, jobs).await?;
+            answers = stored
+                .iter()
+                .map(|&s| {
+                    if s {
+                        Persisted::Queued
                     } else {
-                        Persisted::KeyConflict
+                        Persisted::KeyUnresolved
                     }
+                })
+                .collect::<Vec<_>>();
+            let held: Vec<usize> = (0..jobs.len()).filter(|&i| !stored[i]).collect();
+            if !held.is_empty() {
+                let resolved =
+                    resolve_held_keys(&client, jobs, held, &mut stored, &mut answers).await;
+                if let Err(err) = resolved {
+                    tracing::warn!(error = %err, "Could not resolve held idempotency keys; those submissions answer 503");
                 }
-                Inserted::Contested => Persisted::KeyContested,
-            })
-            .collect();
+            }
+        }
         let mut not_queued = Vec::new();
         for modality in Modality::ALL {
             let (indices, ids): (Vec<usize>, Vec<JobId>) = jobs
                 .iter()
                 .enumerate()
-                .filter(|(i, job)| job.modality == modality && inserted[*i] == Inserted::Created)
+                .filter(|(i, job)| job.modality == modality && stored[*i])
                 .map(|(i, job)| (i, job.id))
                 .unzip();
             if ids.is_empty() {
@@ -135,4 +137,71 @@ impl Execute for Submissions {
         }
         Ok(answers)
     }
+}
+
+/// Answers the jobs at `held`, which were not stored because their key is held: a holder from
+/// the last 24 hours answers with its job (same fingerprint) or a conflict; an older one gives
+/// its key up and the job is inserted again, up to [`KEY_ROUNDS`] times. Marks what it stores
+/// in `stored` and `answers` as it goes, so an error leaves every answer given so far true.
+async fn resolve_held_keys(
+    client: &tokio_postgres::Client,
+    jobs: &[NewJob],
+    mut held: Vec<usize>,
+    stored: &mut [bool],
+    answers: &mut [Persisted],
+) -> Result<(), DbError> {
+    let expired_before = clock::now() - IDEMPOTENCY_TTL;
+    // Only a held key keeps a job out; a job without one stays unresolved.
+    held.retain(|&i| jobs[i].idempotency.is_some());
+    for _ in 0..KEY_ROUNDS {
+        if held.is_empty() {
+            return Ok(());
+        }
+        let keys: Vec<_> = held
+            .iter()
+            .filter_map(|&i| {
+                let job = &jobs[i];
+                job.idempotency.as_ref().map(|k| (job.account_id, &k.key))
+            })
+            .collect();
+        let holders = job_keys::holders(client, &keys).await?;
+        let mut expired = Vec::new();
+        let mut again = Vec::new();
+        for (i, holder) in held.drain(..).zip(holders) {
+            match holder {
+                Some(holder) if holder.created_at >= expired_before => {
+                    let same = jobs[i]
+                        .idempotency
+                        .as_ref()
+                        .is_some_and(|k| k.fingerprint == holder.fingerprint);
+                    answers[i] = if same {
+                        Persisted::Replayed(holder.id)
+                    } else {
+                        Persisted::KeyConflict
+                    };
+                }
+                Some(holder) => {
+                    expired.push(holder.id);
+                    again.push(i);
+                }
+                // The holder gave its key up between the insert and the lookup.
+                None => again.push(i),
+            }
+        }
+        if again.is_empty() {
+            return Ok(());
+        }
+        job_keys::release(client, &expired, expired_before).await?;
+        let retried: Vec<NewJob> = again.iter().map(|&i| jobs[i].clone()).collect();
+        let now_stored = jobs::insert_many(client, &retried).await?;
+        for (i, now) in again.into_iter().zip(now_stored) {
+            if now {
+                stored[i] = true;
+                answers[i] = Persisted::Queued;
+            } else {
+                held.push(i);
+            }
+        }
+    }
+    Ok(())
 }

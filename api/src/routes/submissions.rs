@@ -306,10 +306,10 @@ async fn submit(
             "this Idempotency-Key was used with a different request in the last 24 hours"
                 .to_owned(),
         )),
-        Persisted::KeyContested => Err(ApiError::ServiceUnavailable {
+        Persisted::KeyUnresolved => Err(ApiError::ServiceUnavailable {
             job_id: None,
             source: Some(anyhow::anyhow!(
-                "an Idempotency-Key kept changing hands between concurrent submissions"
+                "the job holding an Idempotency-Key could not be resolved"
             )),
         }),
     }

@@ -1,5 +1,7 @@
 //! The `jobs` table.
 
+use std::collections::HashSet;
+
 use serde::Deserialize;
 use time::OffsetDateTime;
 use tokio_postgres::{
@@ -7,11 +9,7 @@ use tokio_postgres::{
     Row,
 };
 
-use super::{
-    deliveries::NewDelivery,
-    job_keys::{self, KeyHolder},
-    BatchClient, DbError, GenericClient,
-};
+use super::{deliveries::NewDelivery, BatchClient, DbError, GenericClient};
 use crate::{
     domain::{
         AccountId, ApiKeyId, ChatMessage, DeliveryId, FailureCode, Idempotency, JobId, JobStage,
@@ -95,88 +93,15 @@ pub struct NewJob {
     pub idempotency: Option<Idempotency>,
 }
 
-/// What [`insert_many`] did with one job.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Inserted {
-    /// Stored.
-    Created,
-    /// Not stored: a job of its account created within the key's lifetime holds its key.
-    Held(KeyHolder),
-    /// Not stored: its key changed hands with concurrent submissions in every round tried.
-    Contested,
-}
-
-/// How many times [`insert_many`] tries a job whose key another job held but lost.
-const KEY_ROUNDS: usize = 3;
-
-/// Inserts queued jobs, each marked as enqueued now (the caller enqueues next and calls
-/// [`mark_not_enqueued`] for those whose enqueue failed). One answer per job, in order.
+/// Inserts queued jobs in one statement, each marked as enqueued now (the caller enqueues
+/// next and calls [`mark_not_enqueued`] for those whose enqueue failed). Answers, per job in
+/// order, whether it was stored.
 ///
-/// A job with an idempotency key is stored only when no job of its account holds that key: a
-/// holder created at or after `expired_before` answers it ([`Inserted::Held`]), an older one
-/// gives its key up ([`job_keys::release`]) and the job is inserted again. Concurrent inserts
-/// of one key create one job: the second waits for the first and then finds it.
-///
-/// When a job has a key, run this in a transaction: the lookups follow the insert, and a
-/// failure must store nothing, so that the batch can be run again job by job.
-pub async fn insert_many(
-    client: &impl BatchClient,
-    jobs: &[NewJob],
-    expired_before: OffsetDateTime,
-) -> Result<Vec<Inserted>, DbError> {
-    let mut answers = vec![Inserted::Contested; jobs.len()];
-    let mut pending: Vec<usize> = (0..jobs.len()).collect();
-    for _ in 0..KEY_ROUNDS {
-        let created = insert_rows(client, jobs, &pending).await?;
-        let mut refused = Vec::new();
-        for i in pending.drain(..) {
-            if created.contains(&jobs[i].id.0) {
-                answers[i] = Inserted::Created;
-            } else {
-                refused.push(i);
-            }
-        }
-        let keys: Vec<_> = refused
-            .iter()
-            .filter_map(|&i| {
-                let job = &jobs[i];
-                job.idempotency.as_ref().map(|k| (job.account_id, &k.key))
-            })
-            .collect();
-        if keys.is_empty() {
-            break;
-        }
-        let holders = job_keys::holders(client, &keys).await?;
-        let mut expired = Vec::new();
-        for (i, holder) in refused.into_iter().zip(holders) {
-            match holder {
-                Some(holder) if holder.created_at >= expired_before => {
-                    answers[i] = Inserted::Held(holder);
-                }
-                Some(holder) => {
-                    expired.push(holder.id);
-                    pending.push(i);
-                }
-                // The holder gave its key up between the insert and the lookup.
-                None => pending.push(i),
-            }
-        }
-        job_keys::release(client, &expired, expired_before).await?;
-        if pending.is_empty() {
-            break;
-        }
-    }
-    Ok(answers)
-}
-
-/// Inserts the jobs at `indices` that no held key stops; returns the ids inserted. Rows go in
-/// key order, so two batches sharing keys wait for each other in one order, never in a cycle.
-async fn insert_rows(
-    client: &impl BatchClient,
-    jobs: &[NewJob],
-    indices: &[usize],
-) -> Result<std::collections::HashSet<uuid::Uuid>, DbError> {
-    let jobs: Vec<&NewJob> = indices.iter().map(|&i| &jobs[i]).collect();
+/// A job whose idempotency key a job of its account holds is not stored: the caller looks the
+/// holder up with [`super::job_keys::holders`]. Concurrent inserts of one key store one job:
+/// the second waits for the first to commit and then finds its key held. Rows go in key
+/// order, so two batches sharing keys wait for each other in one order, never in a cycle.
+pub async fn insert_many(client: &impl BatchClient, jobs: &[NewJob]) -> Result<Vec<bool>, DbError> {
     let ids: Vec<uuid::Uuid> = jobs.iter().map(|j| j.id.0).collect();
     let accounts: Vec<uuid::Uuid> = jobs.iter().map(|j| j.account_id.0).collect();
     let keys: Vec<Option<uuid::Uuid>> = jobs.iter().map(|j| j.api_key_id.map(|k| k.0)).collect();
@@ -222,7 +147,11 @@ async fn insert_rows(
             ],
         )
         .await?;
-    rows.iter().map(|r| Ok(r.try_get("id")?)).collect()
+    let stored = rows
+        .iter()
+        .map(|r| r.try_get("id"))
+        .collect::<Result<HashSet<uuid::Uuid>, _>>()?;
+    Ok(jobs.iter().map(|j| stored.contains(&j.id.0)).collect())
 }
 
 /// Records that the enqueue of jobs `ids` failed, so the relay picks them up first.
