@@ -73,40 +73,44 @@ struct Submissions {
     queue: JobQueue,
 }
 
+impl Submissions {
+    /// Inserts `jobs` and resolves those whose key is held. Returns whether each was stored,
+    /// and each answer (`Queued` for a stored job). Fails only when nothing was stored: once
+    /// the first insert has committed, a failure leaves the jobs it did not resolve answered
+    /// [`Persisted::KeyUnresolved`]. The connection goes back to the pool on return, before
+    /// the Redis round trips.
+    async fn store(&self, jobs: &[NewJob]) -> Result<(Vec<bool>, Vec<Persisted>), DbError> {
+        let client = self.pool.get().await?;
+        let mut stored = jobs::insert_many(&**client, jobs).await?;
+        let mut answers: Vec<Persisted> = stored
+            .iter()
+            .map(|&s| {
+                if s {
+                    Persisted::Queued
+                } else {
+                    Persisted::KeyUnresolved
+                }
+            })
+            .collect();
+        let held: Vec<usize> = (0..jobs.len()).filter(|&i| !stored[i]).collect();
+        if !held.is_empty() {
+            let resolved = resolve_held_keys(&client, jobs, held, &mut stored, &mut answers).await;
+            if let Err(err) = resolved {
+                tracing::warn!(error = %err, "Could not resolve held idempotency keys; those submissions answer 503");
+            }
+        }
+        Ok((stored, answers))
+    }
+}
+
 impl Execute for Submissions {
     type Request = NewJob;
     type Response = Persisted;
     type Error = DbError;
 
-    /// Fails only when nothing was stored, so a failed batch can be run again job by job:
-    /// once the first insert has committed, a failure answers only the jobs it leaves
-    /// unresolved.
+    /// Fails only when nothing was stored, so a failed batch can be run again job by job.
     async fn execute(&self, jobs: &[NewJob]) -> Result<Vec<Persisted>, DbError> {
-        let mut stored;
-        let mut answers;
-        {
-            // The connection goes back to the pool before the Redis round trips.
-            let client = self.pool.get().await?;
-            stored = jobs::insert_many(&**client, jobs).await?;
-            answers = stored
-                .iter()
-                .map(|&s| {
-                    if s {
-                        Persisted::Queued
-                    } else {
-                        Persisted::KeyUnresolved
-                    }
-                })
-                .collect::<Vec<_>>();
-            let held: Vec<usize> = (0..jobs.len()).filter(|&i| !stored[i]).collect();
-            if !held.is_empty() {
-                let resolved =
-                    resolve_held_keys(&client, jobs, held, &mut stored, &mut answers).await;
-                if let Err(err) = resolved {
-                    tracing::warn!(error = %err, "Could not resolve held idempotency keys; those submissions answer 503");
-                }
-            }
-        }
+        let (stored, mut answers) = self.store(jobs).await?;
         let mut not_queued = Vec::new();
         for modality in Modality::ALL {
             let (indices, ids): (Vec<usize>, Vec<JobId>) = jobs
