@@ -32,7 +32,9 @@ fn idempotency_key() -> Parameter {
                 .schema_type(Type::String)
                 .min_length(Some(1))
                 .max_length(Some(MAX_IDEMPOTENCY_KEY_LEN))
-                .pattern(Some("^[ -~]+$")),
+                // Printable ASCII; HTTP drops spaces around a header value, so a key that
+                // should arrive whole neither starts nor ends with one.
+                .pattern(Some("^[!-~]([ -~]*[!-~])?$")),
         ))
         .build()
 }
