@@ -1,5 +1,5 @@
 //! The idempotency columns of `jobs`: which job holds an account's `Idempotency-Key`, and
-//! clearing keys past their 24 hours. [`super::jobs::insert_many`] stores the keys.
+//! clearing keys past their 24 hours. `jobs::insert_many` stores the keys.
 
 use time::OffsetDateTime;
 use tokio_postgres::{types::Type, Row};
