@@ -1,5 +1,5 @@
 //! Domain newtypes: ids, scopes, and the words the crates pass to each other (job status and
-//! stage, failure codes, delivery state, secret status, chat messages).
+//! stage, failure codes, delivery state, secret status, chat messages, idempotency keys).
 //!
 //! Each word is an enum with `as_str()` (its wire and column name), `Display` and `FromStr`.
 //! Postgres keeps them as text: the `db` modules map them at the row.
