@@ -1,5 +1,5 @@
 //! Domain newtypes: ids, scopes, and the words the crates pass to each other (job status and
-//! stage, failure codes, delivery state, secret status, chat messages).
+//! stage, failure codes, delivery state, secret status, chat messages, idempotency keys).
 //!
 //! Each word is an enum with `as_str()` (its wire and column name), `Display` and `FromStr`.
 //! Postgres keeps them as text: the `db` modules map them at the row.
@@ -64,10 +64,15 @@ macro_rules! word_enum {
 
 mod chat;
 mod delivery;
+mod idempotency;
 mod job;
 
 pub use chat::{ChatMessage, ChatRole, UnknownChatRole};
 pub use delivery::{DeliveryState, SecretStatus, UnknownDeliveryState, UnknownSecretStatus};
+pub use idempotency::{
+    Idempotency, IdempotencyKey, InvalidIdempotencyKey, RequestFingerprint, IDEMPOTENCY_TTL,
+    MAX_IDEMPOTENCY_KEY_LEN,
+};
 pub use job::{
     FailureCode, JobStage, JobStatus, UnknownFailureCode, UnknownJobStage, UnknownJobStatus,
 };

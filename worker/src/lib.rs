@@ -4,7 +4,8 @@
 //! Each modality gets one apalis worker on a [`StreamBackend`], with the modality's
 //! concurrency, all under one apalis `Monitor` that stops them gracefully. The relay (with the
 //! rescue of jobs whose lease ran out) and the renewal of the leases of jobs in progress run
-//! beside them for the same modalities.
+//! beside them for the same modalities, and the purge of expired idempotency keys
+//! ([`key_purge`]) for all jobs.
 
 use std::{
     future::Future,
@@ -30,6 +31,7 @@ pub mod classify;
 pub mod failure;
 pub mod fetch;
 pub mod jobs;
+pub mod key_purge;
 pub mod policy;
 pub mod probe;
 mod settings;
@@ -139,6 +141,7 @@ impl Worker {
             () = self.metrics.serve() => {}
             () = relay.run_until_stopped() => {}
             () = leases.run_until_stopped(self.pool.clone(), self.settings.queue.lease) => {}
+            () = key_purge::run_until_stopped(self.pool.clone()) => {}
             () = runtime::watch_dependencies(self.pool, self.redis, Duration::from_secs(5)) => {}
         }
     }

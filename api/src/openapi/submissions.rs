@@ -1,16 +1,74 @@
 //! The five submission operations, written by hand rather than by `#[utoipa::path]`: their
 //! bodies are multipart forms read by hand and three of them share one handler.
 
+use moderation_shared::domain::MAX_IDEMPOTENCY_KEY_LEN;
 use utoipa::openapi::{
     encoding::EncodingBuilder,
-    path::{HttpMethod, OperationBuilder},
+    header::HeaderBuilder,
+    path::{HttpMethod, OperationBuilder, Parameter, ParameterBuilder, ParameterIn},
     request_body::RequestBodyBuilder,
     schema::{AdditionalProperties, ArrayBuilder, ObjectBuilder, Schema, SchemaFormat, Type},
-    ContentBuilder, OpenApi, Ref, Required, ResponseBuilder,
+    ContentBuilder, OpenApi, Ref, Required, Response, ResponseBuilder,
 };
 
 use super::responses::error;
-use crate::routes::submissions::MAX_CHAT_MESSAGES;
+use crate::routes::submissions::{IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, MAX_CHAT_MESSAGES};
+
+/// The optional `Idempotency-Key` request header.
+fn idempotency_key() -> Parameter {
+    ParameterBuilder::new()
+        .name(IDEMPOTENCY_KEY)
+        .parameter_in(ParameterIn::Header)
+        .required(Required::False)
+        .description(Some(format!(
+            "1 to {MAX_IDEMPOTENCY_KEY_LEN} printable ASCII characters (else 400). Within 24 \
+             hours, the same key with the same request from the same account answers the same \
+             `job_id` (202, with `{IDEMPOTENT_REPLAYED}: true`) and creates nothing; the same \
+             key with another request (another endpoint or any field changed) is 409 \
+             `CONFLICT`. Concurrent requests with one key create one job."
+        )))
+        .schema(Some(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .min_length(Some(1))
+                .max_length(Some(MAX_IDEMPOTENCY_KEY_LEN))
+                // Printable ASCII; HTTP drops spaces around a header value, so a key that
+                // should arrive whole neither starts nor ends with one.
+                .pattern(Some("^[!-~]([ -~]*[!-~])?$")),
+        ))
+        .build()
+}
+
+/// The 202: the new job, or on a replay the job the key first created.
+fn accepted() -> Response {
+    ResponseBuilder::new()
+        .description(
+            "Persisted and queued; or, for a repeated `Idempotency-Key` with the same request, \
+             the answer of the first submission again (its `job_id`, whatever the job's \
+             status now), marked by the `idempotent-replayed` header.",
+        )
+        .content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("Accepted")))
+                .build(),
+        )
+        .header(
+            IDEMPOTENT_REPLAYED,
+            HeaderBuilder::new()
+                .schema(
+                    ObjectBuilder::new()
+                        .schema_type(Type::String)
+                        .enum_values(Some(["true"])),
+                )
+                .description(Some(
+                    "`true` when this answer replays an earlier submission with the same \
+                     `Idempotency-Key`; absent on a first submission.",
+                ))
+                .build(),
+        )
+        .build()
+}
 
 /// Adds the five submission operations to `doc`.
 pub fn document(doc: &mut OpenApi) {
@@ -118,25 +176,24 @@ pub fn document(doc: &mut OpenApi) {
                     .required(Some(Required::True))
                     .build(),
             ))
-            .response(
-                "202",
-                ResponseBuilder::new()
-                    .description("Persisted and queued.")
-                    .content(
-                        "application/json",
-                        ContentBuilder::new()
-                            .schema(Some(Ref::from_schema_name("Accepted")))
-                            .build(),
-                    )
-                    .build(),
-            )
+            .parameter(idempotency_key())
+            .response("202", accepted())
             .response(
                 "400",
-                error("A field is missing, malformed or not allowed."),
+                error(
+                    "A field is missing, malformed or not allowed, or the `Idempotency-Key` \
+                     header is malformed.",
+                ),
             )
             .response(
                 "413",
                 error("The body, a field or the field count is over its limit."),
+            )
+            .response(
+                "409",
+                error(
+                    "The `Idempotency-Key` came with another request within 24 hours (`CONFLICT`).",
+                ),
             )
             .response("415", error("The body is not `multipart/form-data`."))
             .build();

@@ -1,10 +1,17 @@
 //! The five submission endpoints: validate, persist, enqueue, answer 202.
+//!
+//! With an `Idempotency-Key` header, the same key and the same request from the same account
+//! within 24 hours answer the first job again (with `idempotent-replayed: true`) and create
+//! nothing; another request with that key is 409. The request is compared by a fingerprint of
+//! its endpoint and validated fields (see [`Submission::fingerprint`]).
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use moderation_shared::{
     batch::BatchError,
     db::jobs::NewJob,
-    domain::{ChatMessage, JobId, JobStatus, Modality},
+    domain::{
+        ChatMessage, Idempotency, IdempotencyKey, JobId, JobStatus, Modality, RequestFingerprint,
+    },
     url_guard::{UrlError, UrlUse},
 };
 use serde::Serialize;
@@ -21,6 +28,10 @@ use crate::{
 
 /// The most messages a chat may have.
 pub const MAX_CHAT_MESSAGES: usize = 500;
+/// The request header naming a submission's idempotency key.
+pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
+/// The response header marking the answer of a replayed submission.
+pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
 
 /// Registers the routes under the `/api/v1` scope.
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -41,20 +52,60 @@ fn media_resource(modality: Modality) -> actix_web::Resource {
 /// The 202 answer of every submission.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Accepted {
-    /// The new job.
+    /// The new job; on a replay, the job the `Idempotency-Key` first created.
     #[schema(value_type = uuid::Uuid)]
     job_id: JobId,
-    /// Always `queued`.
+    /// Always `queued`, also on a replay (read the job for its status now).
     #[schema(example = "queued")]
     status: &'static str,
 }
 
 /// What a validated submission is made of.
 struct Submission {
+    /// The endpoint's last segment (`prompt`, `chat`, `image`, `video`, `audio`).
+    endpoint: &'static str,
     modality: Modality,
     content: String,
     messages: Option<Vec<ChatMessage>>,
     webhook_url: Option<String>,
+}
+
+impl Submission {
+    /// The fingerprint of everything the job is made from: the endpoint, the content, a chat's
+    /// messages (as their canonical JSON, so the spacing and key order of the submitted JSON
+    /// do not count but every role and content does) and the webhook URL (normalised, as the
+    /// URL check gives it back).
+    fn fingerprint(&self) -> Result<RequestFingerprint, ApiError> {
+        let messages = self
+            .messages
+            .as_ref()
+            .map(serde_json::to_vec)
+            .transpose()
+            .map_err(|e| ApiError::Internal(e.into()))?;
+        Ok(RequestFingerprint::of([
+            Some(self.endpoint.as_bytes()),
+            Some(self.modality.as_str().as_bytes()),
+            Some(self.content.as_bytes()),
+            messages.as_deref(),
+            self.webhook_url.as_deref().map(str::as_bytes),
+        ]))
+    }
+}
+
+/// The `Idempotency-Key` header, if sent: 1 to 255 printable ASCII characters, once.
+fn idempotency_key(req: &HttpRequest) -> Result<Option<IdempotencyKey>, ApiError> {
+    let mut values = req.headers().get_all(IDEMPOTENCY_KEY);
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(ApiError::InvalidRequest(
+            "the Idempotency-Key header must be sent once".to_owned(),
+        ));
+    }
+    IdempotencyKey::parse(value.as_bytes())
+        .map(Some)
+        .map_err(|e| ApiError::InvalidRequest(e.to_string()))
 }
 
 async fn prompt(
@@ -63,6 +114,7 @@ async fn prompt(
     req: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
+    let key = idempotency_key(&req)?;
     let allow = Allowances {
         large: &["text"],
         ..Allowances::default()
@@ -81,7 +133,9 @@ async fn prompt(
     submit(
         &state,
         &principal,
+        key,
         Submission {
+            endpoint: "prompt",
             modality: Modality::Text,
             content: text,
             messages: None,
@@ -97,6 +151,7 @@ async fn chat(
     req: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
+    let key = idempotency_key(&req)?;
     let allow = Allowances {
         repeated: Some(("messages", MAX_CHAT_MESSAGES)),
         ..Allowances::default()
@@ -120,7 +175,9 @@ async fn chat(
     submit(
         &state,
         &principal,
+        key,
         Submission {
+            endpoint: "chat",
             modality: Modality::Text,
             content,
             messages: Some(messages),
@@ -139,6 +196,7 @@ async fn media(
 ) -> Result<HttpResponse, ApiError> {
     let modality = **modality;
     let field = modality.as_str();
+    let key = idempotency_key(&req)?;
     let mut form = read_form(&req, payload, Allowances::default()).await?;
     let part = form
         .take(field)?
@@ -159,7 +217,9 @@ async fn media(
     submit(
         &state,
         &principal,
+        key,
         Submission {
+            endpoint: field,
             modality,
             content: checked.url.to_string(),
             messages: None,
@@ -221,12 +281,21 @@ fn url_refused(field: &str, err: &UrlError) -> ApiError {
 }
 
 /// Persists the job, then enqueues it. If the enqueue fails the job still exists (the relay
-/// enqueues it once Redis is back), and the client gets 503 with its `job_id`.
+/// enqueues it once Redis is back), and the client gets 503 with its `job_id`. With a `key`
+/// the account already used, nothing is stored: see the module documentation.
 async fn submit(
     state: &AppState,
     principal: &Principal,
+    key: Option<IdempotencyKey>,
     submission: Submission,
 ) -> Result<HttpResponse, ApiError> {
+    let idempotency = match key {
+        Some(key) => Some(Idempotency {
+            key,
+            fingerprint: submission.fingerprint()?,
+        }),
+        None => None,
+    };
     let id = JobId::new();
     let job = NewJob {
         id,
@@ -236,6 +305,7 @@ async fn submit(
         content: submission.content,
         messages: submission.messages,
         webhook_url: submission.webhook_url,
+        idempotency,
     };
     // Answered before the request deadline, so the 503 can carry the job's id: a job whose
     // write was sent may yet be stored (and is then enqueued by the relay).
@@ -251,14 +321,28 @@ async fn submit(
             outage @ BatchError::Outage(_) => unavailable(outage.into()),
             stopped @ BatchError::Stopped => ApiError::unavailable(stopped),
         })?;
+    let accepted = |job_id| Accepted {
+        job_id,
+        status: JobStatus::Queued.as_str(),
+    };
     match persisted {
-        Persisted::Queued => Ok(HttpResponse::Accepted().json(Accepted {
-            job_id: id,
-            status: JobStatus::Queued.as_str(),
-        })),
+        Persisted::Queued => Ok(HttpResponse::Accepted().json(accepted(id))),
+        Persisted::Replayed(job_id) => Ok(HttpResponse::Accepted()
+            .insert_header((IDEMPOTENT_REPLAYED, "true"))
+            .json(accepted(job_id))),
         Persisted::NotQueued => Err(ApiError::ServiceUnavailable {
             job_id: Some(id.0),
             source: None,
+        }),
+        Persisted::KeyConflict => Err(ApiError::Conflict(
+            "this Idempotency-Key was used with a different request in the last 24 hours"
+                .to_owned(),
+        )),
+        Persisted::KeyUnresolved => Err(ApiError::ServiceUnavailable {
+            job_id: None,
+            source: Some(anyhow::anyhow!(
+                "the job holding an Idempotency-Key could not be resolved"
+            )),
         }),
     }
 }

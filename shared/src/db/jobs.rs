@@ -1,5 +1,7 @@
 //! The `jobs` table.
 
+use std::collections::HashSet;
+
 use serde::Deserialize;
 use time::OffsetDateTime;
 use tokio_postgres::{
@@ -10,8 +12,8 @@ use tokio_postgres::{
 use super::{deliveries::NewDelivery, BatchClient, DbError, GenericClient};
 use crate::{
     domain::{
-        AccountId, ApiKeyId, ChatMessage, ClaimToken, DeliveryId, FailureCode, JobId, JobStage,
-        JobStatus, Modality,
+        AccountId, ApiKeyId, ChatMessage, ClaimToken, DeliveryId, FailureCode, Idempotency, JobId,
+        JobStage, JobStatus, Modality,
     },
     webhook_body::JobOutcome,
 };
@@ -87,11 +89,19 @@ pub struct NewJob {
     pub messages: Option<Vec<ChatMessage>>,
     /// The per-request callback URL.
     pub webhook_url: Option<String>,
+    /// The client's `Idempotency-Key` and the request's fingerprint, when it sent one.
+    pub idempotency: Option<Idempotency>,
 }
 
 /// Inserts queued jobs in one statement, each marked as enqueued now (the caller enqueues
-/// next and calls [`mark_not_enqueued`] for those whose enqueue failed).
-pub async fn insert_many(client: &impl GenericClient, jobs: &[NewJob]) -> Result<(), DbError> {
+/// next and calls [`mark_not_enqueued`] for those whose enqueue failed). Answers, per job in
+/// order, whether it was stored.
+///
+/// A job whose idempotency key a job of its account holds is not stored: the caller looks the
+/// holder up with [`super::job_keys::holders`]. Concurrent inserts of one key store one job:
+/// the second waits for the first to commit and then finds its key held. Rows go in key
+/// order, so two batches sharing keys wait for each other in one order, never in a cycle.
+pub async fn insert_many(client: &impl BatchClient, jobs: &[NewJob]) -> Result<Vec<bool>, DbError> {
     let ids: Vec<uuid::Uuid> = jobs.iter().map(|j| j.id.0).collect();
     let accounts: Vec<uuid::Uuid> = jobs.iter().map(|j| j.account_id.0).collect();
     let keys: Vec<Option<uuid::Uuid>> = jobs.iter().map(|j| j.api_key_id.map(|k| k.0)).collect();
@@ -102,25 +112,46 @@ pub async fn insert_many(client: &impl GenericClient, jobs: &[NewJob]) -> Result
         .map(|j| j.messages.as_deref().map(Json))
         .collect();
     let webhooks: Vec<Option<&str>> = jobs.iter().map(|j| j.webhook_url.as_deref()).collect();
-    let stmt = client
-        .prepare_cached(
+    let idempotency_keys: Vec<Option<&str>> = jobs
+        .iter()
+        .map(|j| j.idempotency.as_ref().map(|k| k.key.as_str()))
+        .collect();
+    let fingerprints: Vec<Option<&[u8]>> = jobs
+        .iter()
+        .map(|j| j.idempotency.as_ref().map(|k| &k.fingerprint.0[..]))
+        .collect();
+    let rows = client
+        .query_typed(
             "INSERT INTO jobs (id, account_id, api_key_id, type, content, messages, webhook_url, \
-                               enqueued_at) \
-             SELECT id, account_id, api_key_id, type, content, messages, webhook_url, now() \
+                               idempotency_key, request_fingerprint, enqueued_at) \
+             SELECT id, account_id, api_key_id, type, content, messages, webhook_url, \
+                    idempotency_key, request_fingerprint, now() \
              FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], \
-                         $6::jsonb[], $7::text[]) \
-                  AS j(id, account_id, api_key_id, type, content, messages, webhook_url)",
-        )
-        .await?;
-    client
-        .execute(
-            &stmt,
+                         $6::jsonb[], $7::text[], $8::text[], $9::bytea[]) \
+                  AS j(id, account_id, api_key_id, type, content, messages, webhook_url, \
+                       idempotency_key, request_fingerprint) \
+             ORDER BY account_id, idempotency_key \
+             ON CONFLICT (account_id, idempotency_key) WHERE idempotency_key IS NOT NULL \
+             DO NOTHING \
+             RETURNING id",
             &[
-                &ids, &accounts, &keys, &types, &contents, &messages, &webhooks,
+                (&ids, Type::UUID_ARRAY),
+                (&accounts, Type::UUID_ARRAY),
+                (&keys, Type::UUID_ARRAY),
+                (&types, Type::TEXT_ARRAY),
+                (&contents, Type::TEXT_ARRAY),
+                (&messages, Type::JSONB_ARRAY),
+                (&webhooks, Type::TEXT_ARRAY),
+                (&idempotency_keys, Type::TEXT_ARRAY),
+                (&fingerprints, Type::BYTEA_ARRAY),
             ],
         )
         .await?;
-    Ok(())
+    let stored = rows
+        .iter()
+        .map(|r| r.try_get("id"))
+        .collect::<Result<HashSet<uuid::Uuid>, _>>()?;
+    Ok(jobs.iter().map(|j| stored.contains(&j.id.0)).collect())
 }
 
 /// Records that the enqueue of jobs `ids` failed, so the relay picks them up first.

@@ -28,6 +28,7 @@ pub mod custom_categories;
 pub mod deliveries;
 pub mod delivery_log;
 pub mod hash_bank;
+pub mod job_keys;
 pub mod job_leases;
 pub mod job_reports;
 pub mod jobs;

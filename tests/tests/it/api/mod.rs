@@ -4,6 +4,7 @@ mod auth;
 mod errors;
 mod export;
 mod health;
+mod idempotency;
 mod jobs;
 mod limits;
 mod openapi;
