@@ -43,7 +43,7 @@ STARTED_SERVICES=()
 pg_ready() { psql "$PG_BASE_URL/postgres" -qAtc 'SELECT 1' >/dev/null 2>&1; }
 
 ensure_postgres() {
-  if ! command -v pg_lsclusters >/dev/null; then
+  if ! command -v pg_lsclusters >/dev/null || ! compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null; then
     apt_install postgresql postgresql-client
   fi
   if ! pg_ready; then
