@@ -4,10 +4,12 @@
 //! no userinfo, every resolved address allowed), every address connected to is checked again at
 //! connect time (the client resolves through the guard, so DNS rebinding gains nothing), at most
 //! [`MAX_REDIRECTS`] redirects are followed, and reading stops past the size limit. One deadline
-//! covers the whole download, redirects included.
+//! covers the whole download, redirects included. The body is read into one buffer and handed
+//! on as [`bytes::Bytes`], which every later step shares without copying.
 
 use std::{error::Error as _, time::Duration};
 
+use bytes::BytesMut;
 use futures_util::StreamExt;
 use moderation_shared::{
     domain::FailureCode,
@@ -152,7 +154,11 @@ impl MediaFetcher {
             .and_then(|v| v.split(';').next())
             .map(|v| v.trim().to_ascii_lowercase())
             .filter(|v| !v.is_empty());
-        let mut bytes = Vec::new();
+        // One buffer for the whole body: sized up front when the server declares a length (at
+        // most the limit, already checked), else grown in place; frozen without a copy. The
+        // limit is enforced while reading either way: a declared length can lie.
+        let declared = response.content_length().unwrap_or(0);
+        let mut bytes = BytesMut::with_capacity(usize::try_from(declared).unwrap_or(0));
         let mut body = response.bytes_stream();
         while let Some(chunk) = body.next().await {
             let chunk = chunk.map_err(transport)?;
@@ -162,7 +168,7 @@ impl MediaFetcher {
             bytes.extend_from_slice(&chunk);
         }
         Ok(Media {
-            bytes,
+            bytes: bytes.freeze(),
             content_type,
         })
     }

@@ -13,6 +13,7 @@
 
 use std::{io::Cursor, time::Duration};
 
+use bytes::Bytes;
 use moderation_shared::domain::FailureCode;
 use symphonia::core::{
     codecs::CodecParameters,
@@ -34,12 +35,12 @@ pub const MAX_AUDIO: Duration = Duration::from_secs(30 * 60);
 pub const MAX_PACKETS: u64 = 2_000_000;
 
 /// The length of the audio in `bytes`.
-pub fn audio_duration(bytes: Vec<u8>) -> Result<Duration, Failure> {
+pub fn audio_duration(bytes: Bytes) -> Result<Duration, Failure> {
     duration_within(bytes, MAX_PACKETS)
 }
 
 /// [`audio_duration`], refusing a file of more than `max_packets` packets.
-fn duration_within(bytes: Vec<u8>, max_packets: u64) -> Result<Duration, Failure> {
+fn duration_within(bytes: Bytes, max_packets: u64) -> Result<Duration, Failure> {
     let stream = MediaSourceStream::new(Box::new(Cursor::new(bytes)), Default::default());
     let probed = symphonia::default::get_probe()
         .format(
@@ -135,10 +136,10 @@ mod tests {
 
     /// `frames` MPEG-1 Layer III frames (128 kbit/s, 44.1 kHz, 417 bytes, 1152 samples each)
     /// of silence-shaped zeros: enough to demux, never decoded.
-    fn mp3(frames: usize) -> Vec<u8> {
+    fn mp3(frames: usize) -> Bytes {
         let mut frame = vec![0u8; 417];
         frame[..4].copy_from_slice(&[0xFF, 0xFB, 0x90, 0x44]);
-        frame.repeat(frames)
+        frame.repeat(frames).into()
     }
 
     #[test]

@@ -184,16 +184,16 @@ async fn a_refused_connection_is_worth_retrying() {
 #[test]
 fn audio_of_exactly_30_minutes_passes_and_a_sample_more_is_over() {
     assert_eq!(
-        audio_duration(wav(8000, 8000 * 90)).unwrap(),
+        audio_duration(wav(8000, 8000 * 90).into()).unwrap(),
         Duration::from_secs(90)
     );
-    assert!(audio_duration(wav(1000, 1000 * 30 * 60)).unwrap() <= MAX_AUDIO);
-    assert!(audio_duration(wav(1000, 1000 * 30 * 60 + 1)).unwrap() > MAX_AUDIO);
+    assert!(audio_duration(wav(1000, 1000 * 30 * 60).into()).unwrap() <= MAX_AUDIO);
+    assert!(audio_duration(wav(1000, 1000 * 30 * 60 + 1).into()).unwrap() > MAX_AUDIO);
 }
 
 #[test]
 fn bytes_that_are_not_audio_are_unsupported() {
-    let err = audio_duration(b"this is not audio at all".repeat(100)).unwrap_err();
+    let err = audio_duration(b"this is not audio at all".repeat(100).into()).unwrap_err();
     assert_eq!(
         (err.code.as_str(), err.retryable),
         ("MEDIA_UNSUPPORTED", false)

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use bytes::Bytes;
 use moderation_shared::domain::ChatMessage;
 
 pub mod local;
@@ -62,8 +63,9 @@ pub struct Verdict {
 /// Media bytes fetched by the worker (never the user's URL).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Media {
-    /// The body as fetched.
-    pub bytes: Vec<u8>,
+    /// The body as fetched, held once: up to 100 MB, so the probe, the hashes and the
+    /// provider share it through cheap reference-counted clones and never copy it.
+    pub bytes: Bytes,
     /// The `content-type` the server sent, if any (without parameters, lowercase).
     pub content_type: Option<String>,
 }

@@ -1,7 +1,8 @@
 //! The `openai` provider: any OpenAI-compatible model server (OpenAI, vLLM, Ollama, llama.cpp,
 //! speaches). Text and chats go to `chat/completions` with a JSON schema built from the
 //! account's policy; images and videos go to the vision model as `data:` URLs of the fetched
-//! bytes; audio goes to `audio/transcriptions` and the transcript through the text check.
+//! bytes, base64-encoded while the request body streams out (never held whole); audio goes to
+//! `audio/transcriptions`, sharing the fetched bytes, and the transcript through the text check.
 //!
 //! Timeouts, 408, 429, 5xx, refusals, cut answers and answers that do not match the schema
 //! are retried with exponential backoff, [`MODEL_CALL_MAX_TRIES`] tries in all, then the call
@@ -15,16 +16,19 @@
 mod answer;
 mod error;
 mod media;
+mod payload;
 mod prompt;
 mod settings;
 mod wire;
 
 use std::{
-    sync::atomic::{AtomicBool, Ordering},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
     time::Duration,
 };
 
-use bytes::Bytes;
 use moderation_shared::domain::Modality;
 use reqwest::Url;
 
@@ -32,6 +36,8 @@ pub use error::{Problem, ProviderError};
 pub use settings::{OpenAiSettings, ResponseFormat, DEFAULT_RETRY_BASE, DEFAULT_TIMEOUT};
 
 use super::{Media, Policy, TextContent, Verdict};
+use media::DataUrl;
+use payload::ChatPayload;
 use wire::{backoff, Attempt, ChatRequest, Sent, Wire};
 
 /// Tries per call before it fails with [`ProviderError::Unavailable`].
@@ -113,6 +119,7 @@ impl OpenAiProvider {
             messages: prompt::text_messages(content, policy),
             schema: prompt::text_schema(policy),
             max_tokens: self.settings.max_tokens,
+            data_url: None,
         };
         let request = &request;
         self.with_retries("chat", move || async move {
@@ -132,11 +139,13 @@ impl OpenAiProvider {
         media: &Media,
         policy: &Policy,
     ) -> Result<Verdict, ProviderError> {
+        let data_url = DataUrl::new(kind, media);
         let request = ChatRequest {
             model: model(&self.settings.vision_model, "APP_VISION_MODEL")?,
-            messages: prompt::visual_messages(kind, media::data_url(kind, media), policy),
+            messages: prompt::visual_messages(kind, data_url.placeholder().to_owned(), policy),
             schema: prompt::visual_schema(policy),
             max_tokens: self.settings.max_tokens,
+            data_url: Some(Arc::new(data_url)),
         };
         let request = &request;
         self.with_retries("chat", move || async move {
@@ -152,7 +161,7 @@ impl OpenAiProvider {
         let model = model(&self.settings.transcribe_model, "APP_TRANSCRIBE_MODEL")?;
         let (file_name, mime) = media::audio_file(media);
         let (file_name, mime) = (file_name.as_str(), mime.as_str());
-        let bytes = &Bytes::copy_from_slice(&media.bytes);
+        let bytes = &media.bytes;
         self.with_retries("transcription", move || async move {
             let file =
                 reqwest::multipart::Part::stream_with_length(bytes.clone(), bytes.len() as u64)
@@ -240,12 +249,11 @@ impl OpenAiProvider {
         Ok(answer::completion_content(&body)?)
     }
 
-    async fn post_chat(&self, body: Bytes) -> Sent {
+    async fn post_chat(&self, body: ChatPayload) -> Sent {
         let request = self
             .authorised(self.client.post(self.chat_url.clone()))
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body);
-        Sent::read(request.send().await).await
+            .header(reqwest::header::CONTENT_TYPE, "application/json");
+        Sent::read(body.attach_to(request).send().await).await
     }
 
     fn authorised(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {

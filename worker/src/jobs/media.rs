@@ -22,7 +22,8 @@ pub async fn classify(
 ) -> Result<Verdict, Failure> {
     let media = checks.fetcher().fetch(&job.content).await?;
     if modality == Modality::Audio {
-        // Probing walks the container: CPU work, kept off the runtime's threads.
+        // Probing walks the container: CPU work, kept off the runtime's threads. The clone
+        // shares the fetched bytes (a reference count), as do the hashes and the provider.
         let bytes = media.bytes.clone();
         let length = tokio::task::spawn_blocking(move || probe::audio_duration(bytes))
             .await

@@ -1,12 +1,16 @@
 //! What images, videos and audio send: data URLs of their bytes, the NSFW question only when
 //! the check is on, and audio as a multipart upload whose transcript is then checked.
 
+use std::time::Duration;
+
 use base64::Engine as _;
 use moderation_tests::openai::{ModelReply, ModelServer};
 use moderation_worker::classify::openai::VisualKind;
 use serde_json::json;
 
-use super::{content_part, media, policy, prompt, provider, required, MP3, MP4, PNG};
+use super::{
+    content_part, media, policy, prompt, provider, provider_with, required, MP3, MP4, PNG,
+};
 
 #[tokio::test]
 async fn an_image_goes_as_a_data_url_of_its_bytes_with_its_type() {
@@ -62,6 +66,53 @@ async fn a_video_goes_whole_as_a_video_url_data_url() {
         .unwrap();
     assert_eq!(decoded, MP4);
     assert!(request.system_prompt().contains("video"));
+}
+
+#[tokio::test]
+async fn a_large_image_is_streamed_with_its_exact_length_on_every_try() {
+    // Arrange
+    let server = ModelServer::start().await;
+    server.script(
+        [ModelReply::Error {
+            status: 503,
+            code: "overloaded",
+        }],
+        ModelReply::Pass,
+    );
+    let provider = provider_with(&server, |s| s.retry_base = Duration::from_millis(10));
+    // Several encoding chunks, and not a multiple of 3.
+    let mut bytes = PNG.to_vec();
+    bytes.extend((0..400_000u32).map(|i| (i % 253) as u8));
+    let image = media(&bytes, Some("image/png"));
+
+    // Act
+    provider
+        .check_visual(VisualKind::Image, &image, &policy(true, &[]))
+        .await
+        .unwrap();
+
+    // Assert
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    for request in &requests {
+        assert!(request.headers.get("transfer-encoding").is_none());
+        let length: usize = request.headers["content-length"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(length > bytes.len() / 3 * 4, "{length}");
+        let url = content_part(request, "image_url")["image_url"]["url"]
+            .as_str()
+            .unwrap();
+        let encoded = url
+            .strip_prefix("data:image/png;base64,")
+            .expect("a PNG data URL");
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .unwrap();
+        assert!(decoded == bytes, "the image arrives whole");
+    }
 }
 
 #[tokio::test]

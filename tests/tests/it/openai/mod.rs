@@ -56,7 +56,7 @@ fn prompt(text: &str) -> TextContent<'_> {
 
 fn media(bytes: &[u8], content_type: Option<&str>) -> Media {
     Media {
-        bytes: bytes.to_vec(),
+        bytes: bytes.to_vec().into(),
         content_type: content_type.map(str::to_owned),
     }
 }

@@ -1,8 +1,11 @@
 //! Media as the model server takes it: images and videos as `data:` URLs of the fetched bytes
-//! (never the user's URL), audio as a named multipart file. The type is the one the media
+//! (never the user's URL), encoded while the request is sent; audio as a named multipart file. The type is the one the media
 //! server declared when it fits, else it is recognised from the first bytes.
 
+use std::{collections::hash_map::RandomState, hash::BuildHasher};
+
 use base64::Engine as _;
+use bytes::Bytes;
 
 use super::VisualKind;
 use crate::classify::Media;
@@ -26,20 +29,63 @@ impl Family {
     }
 }
 
-/// The `data:` URL of an image or video.
-pub(super) fn data_url(kind: VisualKind, media: &Media) -> String {
-    let family = match kind {
-        VisualKind::Image => Family::Image,
-        VisualKind::Video => Family::Video,
-    };
-    let mime = mime_type(family, media);
-    let engine = base64::engine::general_purpose::STANDARD;
-    let mut url = String::with_capacity(mime.len() + 13 + media.bytes.len().div_ceil(3) * 4);
-    url.push_str("data:");
-    url.push_str(&mime);
-    url.push_str(";base64,");
-    engine.encode_string(&media.bytes, &mut url);
-    url
+/// Bytes of media base64-encoded per body chunk: a multiple of 3, so no chunk but the last is
+/// padded and the chunks join into the base64 of the whole (64 KiB of text each).
+const CHUNK_BYTES: usize = 3 * 16 * 1024;
+
+/// The `data:` URL of an image or video, never built as one string: the request's JSON holds
+/// [`DataUrl::placeholder`] where it goes, and the body is sent as the URL's head then the
+/// base64 of the shared bytes, encoded chunk by chunk while it is sent.
+pub(super) struct DataUrl {
+    head: String,
+    bytes: Bytes,
+    placeholder: String,
+}
+
+impl DataUrl {
+    /// The URL of `media` as `kind`.
+    pub(super) fn new(kind: VisualKind, media: &Media) -> Self {
+        let family = match kind {
+            VisualKind::Image => Family::Image,
+            VisualKind::Video => Family::Video,
+        };
+        // Random per request, so no other text in it (a custom category's description) can
+        // be taken for the placeholder.
+        let random = RandomState::new();
+        Self {
+            head: format!("data:{};base64,", mime_type(family, media)),
+            bytes: media.bytes.clone(),
+            placeholder: format!(
+                "media-data-url-{:016x}{:016x}",
+                random.hash_one(0u8),
+                random.hash_one(1u8)
+            ),
+        }
+    }
+
+    /// What stands for the URL in the request's JSON: a string serialised as itself.
+    pub(super) fn placeholder(&self) -> &str {
+        &self.placeholder
+    }
+
+    /// `data:<mime>;base64,`.
+    pub(super) fn head(&self) -> &str {
+        &self.head
+    }
+
+    /// The length of the base64 of the bytes.
+    pub(super) fn encoded_len(&self) -> u64 {
+        self.bytes.len().div_ceil(3) as u64 * 4
+    }
+
+    /// The base64 of the bytes, in chunks encoded as they are asked for.
+    pub(super) fn encoded_chunks(&self) -> impl Iterator<Item = Bytes> + Send + 'static {
+        let bytes = self.bytes.clone();
+        (0..bytes.len()).step_by(CHUNK_BYTES).map(move |start| {
+            let end = bytes.len().min(start + CHUNK_BYTES);
+            Bytes::from(base64::engine::general_purpose::STANDARD.encode(&bytes[start..end]))
+        })
+    }
 }
 
 /// The file name and MIME type of an audio upload. Servers such as OpenAI's tell the format
@@ -128,9 +174,19 @@ mod tests {
 
     fn media(bytes: &[u8], content_type: Option<&str>) -> Media {
         Media {
-            bytes: bytes.to_vec(),
+            bytes: Bytes::copy_from_slice(bytes),
             content_type: content_type.map(str::to_owned),
         }
+    }
+
+    /// The whole URL, as the body carries it.
+    fn data_url(kind: VisualKind, media: &Media) -> String {
+        let url = DataUrl::new(kind, media);
+        let mut text = url.head().to_owned();
+        for chunk in url.encoded_chunks() {
+            text.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+        text
     }
 
     const PNG: &[u8] = b"\x89PNG\r\n\x1A\n\0\0\0\rIHDR";
@@ -140,6 +196,40 @@ mod tests {
     fn an_image_data_url_carries_the_declared_type_and_the_bytes() {
         let url = data_url(VisualKind::Image, &media(b"abc", Some("image/png")));
         assert_eq!(url, "data:image/png;base64,YWJj");
+    }
+
+    #[test]
+    fn the_chunks_join_into_the_base64_of_the_whole() {
+        for len in [
+            0,
+            1,
+            2,
+            3,
+            CHUNK_BYTES - 1,
+            CHUNK_BYTES,
+            2 * CHUNK_BYTES + 1,
+        ] {
+            let bytes: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+            let url = DataUrl::new(VisualKind::Video, &media(&bytes, Some("video/mp4")));
+
+            let encoded: Vec<u8> = url.encoded_chunks().flatten().collect();
+
+            let whole = base64::engine::general_purpose::STANDARD.encode(&bytes);
+            assert_eq!(encoded, whole.as_bytes(), "{len} bytes");
+            assert_eq!(url.encoded_len(), whole.len() as u64, "{len} bytes");
+        }
+    }
+
+    #[test]
+    fn each_url_has_its_own_placeholder() {
+        let media = media(b"abc", Some("image/png"));
+
+        let (one, other) = (
+            DataUrl::new(VisualKind::Image, &media),
+            DataUrl::new(VisualKind::Image, &media),
+        );
+
+        assert_ne!(one.placeholder(), other.placeholder());
     }
 
     #[test]

@@ -1,8 +1,8 @@
-//! What goes over HTTP: the chat request body in either response format, what a response
+//! What goes over HTTP: the chat request in either response format, what a response
 //! means (an answer, a rejection, or a failure worth another try), and how long to wait
 //! before the next try.
 
-use std::{collections::hash_map::RandomState, hash::BuildHasher, time::Duration};
+use std::{collections::hash_map::RandomState, hash::BuildHasher, sync::Arc, time::Duration};
 
 use bytes::Bytes;
 use reqwest::{header::HeaderMap, StatusCode};
@@ -11,6 +11,8 @@ use serde_json::Value;
 
 use super::{
     error::{Problem, ProviderError},
+    media::DataUrl,
+    payload::ChatPayload,
     prompt::{self, Schema},
     MAX_RETRY_AFTER,
 };
@@ -51,6 +53,8 @@ pub(super) struct ChatRequest<'a> {
     pub(super) schema: Schema,
     /// `max_tokens`, when set.
     pub(super) max_tokens: Option<u32>,
+    /// The image or video whose URL `messages` holds as its placeholder.
+    pub(super) data_url: Option<Arc<DataUrl>>,
 }
 
 #[derive(Serialize)]
@@ -78,7 +82,7 @@ struct NamedSchema<'a> {
 
 impl ChatRequest<'_> {
     /// The serialised body asking for JSON the `wire` way.
-    pub(super) fn body(&self, wire: Wire) -> Result<Bytes, Attempt> {
+    pub(super) fn body(&self, wire: Wire) -> Result<ChatPayload, Attempt> {
         let response_format = match wire {
             Wire::JsonSchema => FormatBody::JsonSchema {
                 json_schema: NamedSchema {
@@ -97,9 +101,8 @@ impl ChatRequest<'_> {
             response_format,
             max_tokens: self.max_tokens,
         };
-        serde_json::to_vec(&body)
-            .map(Bytes::from)
-            .map_err(|_| Attempt::Fatal(ProviderError::Request))
+        let json = serde_json::to_vec(&body).map_err(|_| Attempt::Fatal(ProviderError::Request))?;
+        ChatPayload::new(json, self.data_url.as_ref()).ok_or(Attempt::Fatal(ProviderError::Request))
     }
 }
 
