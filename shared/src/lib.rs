@@ -6,13 +6,16 @@
 //! binaries combine its pieces into their own settings and run loops.
 
 pub mod batch;
+pub mod client_ip;
 pub mod clock;
 pub mod config;
 pub mod crypto;
 pub mod db;
 pub mod domain;
 pub mod keys;
+pub mod limits;
 pub mod media_hash;
+pub mod passwords;
 pub mod provisioning;
 pub mod queue;
 pub mod redis_conn;

@@ -8,6 +8,7 @@
 
 mod api;
 mod classification;
+mod dashboard;
 mod dispatcher;
 mod fetch;
 mod metrics;
