@@ -1,11 +1,11 @@
 //! Jobs: the list (filters and page in the URL) and one job's detail with its webhook
-//! delivery, every attempt, and a resend.
+//! delivery and every attempt (its resend is the delivery log's, in `webhooks`).
 
 use actix_web::{web, HttpResponse};
 use askama::Template;
 use moderation_shared::{
     db::{
-        delivery_log::{self, Attempt, Delivery, Filter, Resend},
+        delivery_log::{self, Attempt, Delivery, Filter},
         jobs::{self, Job, Search},
     },
     domain::{JobId, JobStatus, Modality},
@@ -15,9 +15,8 @@ use time::{macros::format_description, Date, Duration, OffsetDateTime};
 
 use crate::{
     error::DashboardError,
-    form::Posted,
     nav::Nav,
-    pages::{render, see_other, stamp_or_dash, Stamp},
+    pages::{render, stamp_or_dash, Stamp},
     session::Session,
     state::AppState,
 };
@@ -28,8 +27,7 @@ const PAGE_SIZE: i64 = 25;
 /// Registers the routes.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/jobs", web::get().to(list))
-        .route("/jobs/{id}", web::get().to(detail))
-        .route("/jobs/{id}/resend", web::post().to(resend));
+        .route("/jobs/{id}", web::get().to(detail));
 }
 
 /// The list's query string: every filter and the page, so a link or a reload shows the same.
@@ -300,26 +298,4 @@ async fn detail(
         attempts: attempts.into_iter().map(AttemptRow::from).collect(),
         job,
     })
-}
-
-async fn resend(
-    state: web::Data<AppState>,
-    path: web::Path<String>,
-    posted: Posted,
-) -> Result<HttpResponse, DashboardError> {
-    let session = posted.session;
-    let client = state.pool.get().await.map_err(anyhow::Error::from)?;
-    let job = job_of(&client, &session, &path).await?;
-    let delivery = delivery_of(&client, &session, job.id)
-        .await?
-        .ok_or(DashboardError::NotFound)?;
-    match delivery_log::request_resend(&client, session.account(), delivery.id).await? {
-        Resend::Requested(_) => Ok(see_other(&format!("/jobs/{}", job.id))),
-        Resend::StillPending => Err(DashboardError::BadRequest(
-            "This delivery is still pending: its schedule is running. Resend it once it has \
-             finished."
-                .to_owned(),
-        )),
-        Resend::NotFound => Err(DashboardError::NotFound),
-    }
 }

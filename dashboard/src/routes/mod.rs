@@ -13,6 +13,7 @@ pub mod overview;
 pub mod sign_in;
 pub mod staff;
 pub mod submit;
+pub mod webhooks;
 
 /// The embedded stylesheet.
 const STYLESHEET: &str = include_str!("../../static/dashboard.css");
@@ -25,6 +26,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .configure(keys::configure)
         .configure(jobs::configure)
         .configure(submit::configure)
+        .configure(webhooks::configure)
         .configure(staff::configure)
         .default_service(web::to(not_found));
 }

@@ -102,7 +102,11 @@ async fn another_accounts_job_is_not_found() {
 
     let theirs = visitor.get(&format!("/jobs/{}", job.id)).await;
     let resend = visitor
-        .post("/jobs", &format!("/jobs/{}/resend", job.id), &[])
+        .post(
+            "/jobs",
+            &format!("/deliveries/{}/resend", uuid::Uuid::new_v4()),
+            &[],
+        )
         .await;
     let garbage = visitor.get("/jobs/not-a-job").await;
 

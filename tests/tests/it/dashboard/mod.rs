@@ -1,7 +1,9 @@
 //! The web dashboard: sessions, CSRF and headers over plain HTTP (`session`, `keys`, `jobs`,
 //! `users`), and the pages driven in a real browser (`browser`).
 
+mod browser;
 mod jobs;
 mod keys;
 mod session;
 mod users;
+mod webhooks;
