@@ -7,6 +7,7 @@
 //! every form carries a CSRF token ([`form`]), and every answer carries the security headers
 //! ([`headers`]).
 
+pub mod chart;
 pub mod error;
 pub mod form;
 pub mod headers;

@@ -24,4 +24,5 @@ pub mod runtime;
 pub mod signing;
 pub mod telemetry;
 pub mod url_guard;
+pub mod usage;
 pub mod webhook_body;

@@ -70,7 +70,8 @@ async fn a_person_signs_in_makes_a_key_submits_a_prompt_and_resends_its_webhook(
     browser.goto(&dashboard.url("/login")).await;
     browser.screenshot("sign-in").await;
     sign_in(&browser, &dashboard, &user).await;
-    browser.screenshot("overview").await;
+    browser.css(r#"svg[data-testid="usage-chart"]"#).await;
+    browser.screenshot("overview-empty").await;
 
     // The global webhook URL, at the HTTPS test receiver.
     browser.goto(&dashboard.url("/webhooks")).await;
@@ -151,6 +152,12 @@ async fn a_person_signs_in_makes_a_key_submits_a_prompt_and_resends_its_webhook(
         .await;
     assert!(row.text().await.unwrap().contains("completed"));
     browser.screenshot("jobs").await;
+    browser.goto(&dashboard.url("/?period=hour")).await;
+    let bars = browser
+        .all(r#"svg[data-testid="usage-chart"] rect.text"#)
+        .await;
+    assert_eq!(bars.len(), 1, "the prompt is on the chart");
+    browser.screenshot("overview").await;
     browser.resize(390, 844).await;
     browser.screenshot("jobs-phone").await;
     browser.resize(1280, 900).await;

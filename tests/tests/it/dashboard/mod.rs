@@ -4,6 +4,7 @@
 mod browser;
 mod jobs;
 mod keys;
+mod overview;
 mod session;
 mod users;
 mod webhooks;
