@@ -16,6 +16,7 @@ pub mod keys;
 pub mod limits;
 pub mod media_hash;
 pub mod passwords;
+pub mod policy_input;
 pub mod provisioning;
 pub mod queue;
 pub mod redis_conn;

@@ -10,6 +10,7 @@ use crate::error::DashboardError;
 pub mod jobs;
 pub mod keys;
 pub mod overview;
+pub mod policy;
 pub mod sign_in;
 pub mod staff;
 pub mod submit;
@@ -27,6 +28,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .configure(jobs::configure)
         .configure(submit::configure)
         .configure(webhooks::configure)
+        .configure(policy::configure)
         .configure(staff::configure)
         .default_service(web::to(not_found));
 }

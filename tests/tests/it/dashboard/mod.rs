@@ -5,6 +5,7 @@ mod browser;
 mod jobs;
 mod keys;
 mod overview;
+mod policy;
 mod session;
 mod users;
 mod webhooks;
