@@ -141,3 +141,35 @@ async fn staff_pages_are_for_staff_only() {
     assert_eq!(terminated.status(), 303);
     assert!(staff.page("/staff/accounts").await.contains("terminated"));
 }
+
+#[tokio::test]
+async fn staff_open_and_uphold_a_registry_dispute() {
+    let app = spawn_app().await;
+    let dashboard = app.spawn_dashboard().await;
+    let member = app.registry_member().await;
+    let entry = app
+        .registry_reported(
+            &member.key,
+            &moderation_tests::registry::email_hash("fraud@example.com"),
+            "payment_fraud",
+        )
+        .await;
+    let entry_id = entry["entry_id"].as_str().unwrap().to_owned();
+    let staff = dashboard
+        .signed_in(&app.create_user(app.create_account().await, true).await)
+        .await;
+    let action = |verb: &str| format!("/staff/registry/{entry_id}/{verb}");
+
+    let listed = staff.page("/staff/registry").await;
+    let early = staff.post("/staff/registry", &action("uphold"), &[]).await;
+    let opened = staff.post("/staff/registry", &action("open"), &[]).await;
+    let disputed = staff.page("/staff/registry").await;
+    let upheld = staff.post("/staff/registry", &action("uphold"), &[]).await;
+
+    assert!(listed.contains(&entry_id) && listed.contains("Open dispute"));
+    assert_eq!(early.status(), 400, "nothing to uphold before a dispute");
+    assert_eq!(opened.status(), 303);
+    assert!(disputed.contains("dispute open"), "{disputed}");
+    assert_eq!(upheld.status(), 303);
+    assert!(staff.page("/staff/registry").await.contains("revoked"));
+}
