@@ -30,6 +30,9 @@ pub enum DashboardError {
     /// The request itself is wrong.
     #[error("{0}")]
     BadRequest(String),
+    /// Too much is running; try again shortly.
+    #[error("{0}")]
+    Busy(String),
     /// The source address is locked out after failed sign-ins, for this long.
     #[error("too many failed sign-ins")]
     Locked(Duration),
@@ -51,7 +54,7 @@ impl ResponseError for DashboardError {
             Self::Csrf | Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
-            Self::Locked(_) => StatusCode::TOO_MANY_REQUESTS,
+            Self::Locked(_) | Self::Busy(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -84,8 +87,14 @@ impl ResponseError for DashboardError {
             message,
         };
         let mut res = HttpResponse::build(status);
-        if let Self::Locked(left) = self {
-            res.insert_header((header::RETRY_AFTER, seconds_ceil(*left)));
+        match self {
+            Self::Locked(left) => {
+                res.insert_header((header::RETRY_AFTER, seconds_ceil(*left)));
+            }
+            Self::Busy(_) => {
+                res.insert_header((header::RETRY_AFTER, 5));
+            }
+            _ => {}
         }
         match page.render() {
             Ok(body) => res.content_type("text/html; charset=utf-8").body(body),

@@ -6,7 +6,10 @@ use actix_web::{dev::Server, middleware::from_fn, web, App, HttpServer};
 use moderation_shared::{db, limits::Limiter, passwords, queue::JobQueue, redis_conn::RedisConn};
 
 use crate::{
-    headers, routes, sessions::SessionStore, settings::DashboardSettings, state::AppState,
+    headers, routes,
+    sessions::SessionStore,
+    settings::DashboardSettings,
+    state::{AppState, ExportPermits},
 };
 
 /// A built, not yet running, dashboard server.
@@ -41,6 +44,7 @@ impl Application {
             url_guard: settings.url_guard.clone(),
             encryption_key: settings.encryption_key.clone(),
             decoy_hash: passwords::decoy()?,
+            exports: ExportPermits::default(),
             insecure_cookies: settings.insecure_cookies,
         });
         let port = listener.local_addr()?.port();

@@ -1,9 +1,12 @@
 //! State shared by every request handler.
 
+use std::sync::Arc;
+
 use moderation_shared::{
     client_ip::TrustedProxies, crypto::SealingKey, db::Pool, limits::Limiter, queue::JobQueue,
     url_guard::UrlGuard,
 };
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::sessions::SessionStore;
 
@@ -26,6 +29,28 @@ pub struct AppState {
     /// An Argon2id hash no password matches: a sign-in for an unknown address verifies
     /// against it, so both take as long.
     pub decoy_hash: String,
+    /// The exports running on this replica.
+    pub exports: ExportPermits,
     /// Whether cookies go without `Secure` (development over plain HTTP).
     pub insecure_cookies: bool,
+}
+
+/// Exports one replica runs at once.
+pub const EXPORTS_AT_ONCE: usize = 2;
+
+/// The running exports of this replica.
+#[derive(Debug, Clone)]
+pub struct ExportPermits(Arc<Semaphore>);
+
+impl Default for ExportPermits {
+    fn default() -> Self {
+        Self(Arc::new(Semaphore::new(EXPORTS_AT_ONCE)))
+    }
+}
+
+impl ExportPermits {
+    /// A permit for one more export, held until it ends; `None` when all are taken.
+    pub fn try_enter(&self) -> Option<OwnedSemaphorePermit> {
+        self.0.clone().try_acquire_owned().ok()
+    }
 }

@@ -7,6 +7,7 @@ use actix_web::{http::header, web, HttpResponse};
 
 use crate::error::DashboardError;
 
+pub mod export;
 pub mod jobs;
 pub mod keys;
 pub mod overview;
@@ -29,6 +30,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .configure(submit::configure)
         .configure(webhooks::configure)
         .configure(policy::configure)
+        .configure(export::configure)
         .configure(staff::configure)
         .default_service(web::to(not_found));
 }

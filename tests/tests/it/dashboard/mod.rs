@@ -2,6 +2,7 @@
 //! `users`), and the pages driven in a real browser (`browser`).
 
 mod browser;
+mod export;
 mod jobs;
 mod keys;
 mod overview;
