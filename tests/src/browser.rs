@@ -47,6 +47,9 @@ fn chromedriver() -> String {
 
 /// Opens a browser, 1280×900.
 pub async fn open_browser() -> Browser {
+    // Two rustls providers are linked in (ring and aws-lc-rs): name the one for the process,
+    // as the test receiver does, whichever of them runs first.
+    let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
     let (url, driver) = match std::env::var("WEBDRIVER_URL") {
         Ok(url) => (url, None),
         Err(_) => {
