@@ -1,9 +1,10 @@
-//! What every page shares: timestamps and rendering.
+//! What every page shares: timestamps, words, and rendering.
 
 use std::fmt;
 
 use actix_web::HttpResponse;
 use askama::Template;
+use moderation_shared::registry::EntryStatus;
 use time::{format_description::well_known::Rfc3339, macros::format_description, OffsetDateTime};
 
 use crate::error::DashboardError;
@@ -32,6 +33,16 @@ impl fmt::Display for Stamp {
 /// An optional instant: the stamp, or a dash.
 pub fn stamp_or_dash(at: Option<OffsetDateTime>) -> String {
     at.map_or_else(|| "—".to_owned(), |at| Stamp(at).to_string())
+}
+
+/// An entry's status as a word.
+pub fn status_word(status: EntryStatus) -> &'static str {
+    match status {
+        EntryStatus::Active => "active",
+        EntryStatus::Disputed => "disputed",
+        EntryStatus::Revoked => "revoked",
+        EntryStatus::Expired => "expired",
+    }
 }
 
 /// Renders `page` as a 200 HTML answer.

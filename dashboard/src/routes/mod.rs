@@ -12,6 +12,7 @@ pub mod jobs;
 pub mod keys;
 pub mod overview;
 pub mod policy;
+pub mod registry;
 pub mod sign_in;
 pub mod staff;
 pub mod submit;
@@ -31,6 +32,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .configure(webhooks::configure)
         .configure(policy::configure)
         .configure(export::configure)
+        .configure(registry::configure)
         .configure(staff::configure)
         .default_service(web::to(not_found));
 }

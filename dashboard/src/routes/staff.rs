@@ -11,14 +11,14 @@ use moderation_shared::{
         registry_entries::{self, DisputeOutcome, RegistryEntry},
     },
     domain::{AccountId, RegistryEntryId, Scope},
-    registry::{DisputeAction, EntryStatus},
+    registry::DisputeAction,
 };
 
 use crate::{
     error::DashboardError,
     form::Posted,
     nav::Nav,
-    pages::{render, see_other, Stamp},
+    pages::{render, see_other, status_word, Stamp},
     session::Session,
     state::AppState,
 };
@@ -85,16 +85,6 @@ async fn terminate(
 
 /// Registry entries shown to staff.
 const ENTRY_LIMIT: i64 = 200;
-
-/// An entry's status as a word.
-pub fn status_word(status: EntryStatus) -> &'static str {
-    match status {
-        EntryStatus::Active => "active",
-        EntryStatus::Disputed => "disputed",
-        EntryStatus::Revoked => "revoked",
-        EntryStatus::Expired => "expired",
-    }
-}
 
 struct EntryRow {
     entry: RegistryEntry,

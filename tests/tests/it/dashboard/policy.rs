@@ -70,3 +70,44 @@ async fn categories_and_terms_are_added_toggled_and_removed() {
         1
     );
 }
+
+#[tokio::test]
+async fn members_see_and_revoke_their_registry_entries_and_others_cannot() {
+    let app = spawn_app().await;
+    let dashboard = app.spawn_dashboard().await;
+    let member = app.registry_member().await;
+    let entry = app
+        .registry_reported(
+            &member.key,
+            &moderation_tests::registry::email_hash("fraud@example.com"),
+            "payment_fraud",
+        )
+        .await;
+    let entry_id = entry["entry_id"].as_str().unwrap().to_owned();
+    let visitor = dashboard
+        .signed_in(&app.create_user(member.account, false).await)
+        .await;
+    let outsider = dashboard
+        .signed_in(&app.create_user(app.create_account().await, false).await)
+        .await;
+
+    let listed = visitor.page("/registry").await;
+    let refused = outsider.get("/registry").await;
+    let revoked = visitor
+        .post(
+            "/registry",
+            &format!("/registry/{entry_id}/revoke"),
+            &[("reason", "reported by mistake")],
+        )
+        .await;
+
+    assert!(
+        listed.contains(&entry_id) && listed.contains("payment_fraud"),
+        "{listed}"
+    );
+    assert_eq!(refused.status(), 403);
+    assert!(!outsider.page("/").await.contains(r#"href="/registry""#));
+    assert_eq!(revoked.status(), 303);
+    let after = visitor.page("/registry").await;
+    assert!(after.contains("revoked (reported by mistake)"), "{after}");
+}
