@@ -3,7 +3,9 @@
 use std::net::TcpListener;
 
 use actix_web::{dev::Server, middleware::from_fn, web, App, HttpServer};
-use moderation_shared::{db, limits::Limiter, passwords, queue::JobQueue, redis_conn::RedisConn};
+use moderation_shared::{
+    db, limits::Limiter, passwords, queue::JobQueue, redis_conn::RedisConn, telemetry,
+};
 
 use crate::{
     headers, routes,
@@ -44,9 +46,11 @@ impl Application {
             url_guard: settings.url_guard.clone(),
             encryption_key: settings.encryption_key.clone(),
             decoy_hash: passwords::decoy()?,
+            metrics: telemetry::install_metrics(),
             exports: ExportPermits::default(),
             insecure_cookies: settings.insecure_cookies,
         });
+        metrics::gauge!(telemetry::PROCESS_UP, "process" => "dashboard").set(1.0);
         let port = listener.local_addr()?.port();
         let server = HttpServer::new(move || {
             App::new()

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use metrics_exporter_prometheus::PrometheusHandle;
 use moderation_shared::{
     client_ip::TrustedProxies, crypto::SealingKey, db::Pool, limits::Limiter, queue::JobQueue,
     url_guard::UrlGuard,
@@ -29,6 +30,8 @@ pub struct AppState {
     /// An Argon2id hash no password matches: a sign-in for an unknown address verifies
     /// against it, so both take as long.
     pub decoy_hash: String,
+    /// Renders `/metrics`.
+    pub metrics: PrometheusHandle,
     /// The exports running on this replica.
     pub exports: ExportPermits,
     /// Whether cookies go without `Secure` (development over plain HTTP).

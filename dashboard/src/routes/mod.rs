@@ -5,7 +5,9 @@
 
 use actix_web::{http::header, web, HttpResponse};
 
-use crate::error::DashboardError;
+use moderation_shared::telemetry;
+
+use crate::{error::DashboardError, state::AppState};
 
 pub mod export;
 pub mod jobs;
@@ -24,6 +26,7 @@ const STYLESHEET: &str = include_str!("../../static/dashboard.css");
 /// Registers every route.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/static/dashboard.css", web::get().to(stylesheet))
+        .route("/metrics", web::get().to(metrics))
         .configure(sign_in::configure)
         .configure(overview::configure)
         .configure(keys::configure)
@@ -42,6 +45,14 @@ async fn stylesheet() -> HttpResponse {
         .content_type("text/css; charset=utf-8")
         .insert_header((header::CACHE_CONTROL, "public, max-age=3600"))
         .body(STYLESHEET)
+}
+
+/// Prometheus text, like every process of the fleet.
+async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+    telemetry::record_pool_use(&state.pool);
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4")
+        .body(state.metrics.render())
 }
 
 async fn not_found() -> Result<HttpResponse, DashboardError> {

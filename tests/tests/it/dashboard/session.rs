@@ -207,3 +207,18 @@ async fn failed_sign_ins_lock_the_address_out_of_the_dashboard_and_the_api() {
         .contains("Too many failed sign-ins"));
     assert_eq!(api.status(), 429, "the lockout is the api's too");
 }
+
+#[tokio::test]
+async fn the_dashboard_serves_prometheus_text_like_every_process() {
+    let app = spawn_app().await;
+    let dashboard = app.spawn_dashboard().await;
+
+    let res = dashboard.visitor().get("/metrics").await;
+
+    assert_eq!(res.status(), 200);
+    let text = res.text().await.unwrap();
+    assert!(
+        text.contains(r#"process_up{process="dashboard"} 1"#),
+        "{text}"
+    );
+}
