@@ -4,7 +4,7 @@
 //! classifies content and never sends webhooks: those belong to the worker and the dispatcher.
 
 pub mod auth;
-pub mod client_ip;
+pub use moderation_shared::client_ip;
 pub mod error;
 pub mod intake;
 pub mod limits;

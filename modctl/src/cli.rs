@@ -43,6 +43,11 @@ enum Command {
         #[command(subcommand)]
         command: crate::hashbank::HashbankCommand,
     },
+    /// People who sign in to the web dashboard.
+    User {
+        #[command(subcommand)]
+        command: crate::user::UserCommand,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -147,6 +152,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Value> {
         Command::Key { command } => key(&pool, command).await,
         Command::Registry { command } => crate::registry::run(&pool, command).await,
         Command::Hashbank { command } => crate::hashbank::run(&pool, command).await,
+        Command::User { command } => crate::user::run(&pool, command).await,
     }
 }
 

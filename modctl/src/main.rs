@@ -5,6 +5,7 @@
 mod cli;
 mod hashbank;
 mod registry;
+mod user;
 
 use std::process::ExitCode;
 

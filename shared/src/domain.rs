@@ -142,6 +142,10 @@ id_type!(
     HashBankEntryId
 );
 id_type!(
+    /// A person who signs in to the web dashboard.
+    DashboardUserId
+);
+id_type!(
     /// A webhook delivery (`delivery_id` in the body, the `webhook-id` header).
     DeliveryId
 );

@@ -6,13 +6,18 @@
 //! binaries combine its pieces into their own settings and run loops.
 
 pub mod batch;
+pub mod client_ip;
 pub mod clock;
 pub mod config;
 pub mod crypto;
 pub mod db;
 pub mod domain;
+pub mod export;
 pub mod keys;
+pub mod limits;
 pub mod media_hash;
+pub mod passwords;
+pub mod policy_input;
 pub mod provisioning;
 pub mod queue;
 pub mod redis_conn;
@@ -21,4 +26,5 @@ pub mod runtime;
 pub mod signing;
 pub mod telemetry;
 pub mod url_guard;
+pub mod usage;
 pub mod webhook_body;

@@ -7,6 +7,8 @@
     reason = "test harness: a failed set-up step must stop the test loudly"
 )]
 
+pub mod browser;
+pub mod dashboard;
 pub mod dispatch;
 pub mod fixtures;
 pub mod fleet;

@@ -14,7 +14,7 @@ use actix_web::{
     web, HttpMessage,
 };
 
-use crate::{error::ApiError, state::AppState};
+use crate::{error::ApiError, limits, state::AppState};
 
 pub mod access;
 pub mod admission;
@@ -41,14 +41,14 @@ pub async fn authenticate(
             req.extensions_mut().insert(principal);
             let mut res = next.call(req).await?;
             if let Some(window) = window {
-                window.write_headers(res.headers_mut());
+                limits::write_headers(&window, res.headers_mut());
             }
             Ok(res.map_into_left_body())
         }
         Err(Refused { error, window }) => {
             let mut res = req.error_response(error);
             if let Some(window) = window {
-                window.write_headers(res.headers_mut());
+                limits::write_headers(&window, res.headers_mut());
             }
             Ok(res.map_into_right_body())
         }

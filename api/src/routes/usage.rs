@@ -1,15 +1,12 @@
-//! `GET /api/v1/usage/volume?period=`: the caller's submitted jobs over time.
-//!
-//! Buckets are aligned to UTC minute, hour or day boundaries. The series ends with the bucket
-//! holding the current instant (a partial bucket) and reaches back a fixed number of buckets:
-//! 60 minutes for `hour`, 24 hours for `day`, 7 days for `week`, 30 days for `month`. So the
-//! window is the period plus the part of the current bucket already elapsed; every bucket
-//! appears, oldest first, with zeros where nothing was submitted.
+//! `GET /api/v1/usage/volume?period=`: the caller's submitted jobs over time. The series
+//! itself (buckets, periods, zeros) is [`moderation_shared::usage`], which the dashboard draws.
 
 use actix_web::{web, HttpResponse};
-use moderation_shared::{clock, db::job_reports};
+use moderation_shared::{
+    clock,
+    usage::{self, Period, Point},
+};
 use serde::{Deserialize, Serialize};
-use time::{Duration, OffsetDateTime, Time, UtcOffset};
 use utoipa::{IntoParams, ToSchema};
 
 use super::resource;
@@ -22,81 +19,6 @@ use crate::{
 /// Registers the route under the `/api/v1` scope.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/usage/volume").route(web::get().to(volume)));
-}
-
-/// A period of the series.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Period {
-    /// The last hour in minute buckets.
-    Hour,
-    /// The last 24 hours in hour buckets.
-    Day,
-    /// The last 7 days in day buckets (the default).
-    Week,
-    /// The last 30 days in day buckets.
-    Month,
-}
-
-impl Period {
-    /// Reads the `period` parameter; absent means `week`.
-    pub fn parse(value: Option<&str>) -> Result<Self, ApiError> {
-        match value {
-            None => Ok(Period::Week),
-            Some("hour") => Ok(Period::Hour),
-            Some("day") => Ok(Period::Day),
-            Some("week") => Ok(Period::Week),
-            Some("month") => Ok(Period::Month),
-            Some(other) => Err(ApiError::InvalidRequest(format!(
-                "unknown period {other:?} (expected hour, day, week or month)"
-            ))),
-        }
-    }
-
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Period::Hour => "hour",
-            Period::Day => "day",
-            Period::Week => "week",
-            Period::Month => "month",
-        }
-    }
-
-    /// The bucket unit's name and length.
-    pub fn bucket(self) -> (&'static str, Duration) {
-        match self {
-            Period::Hour => ("minute", Duration::MINUTE),
-            Period::Day => ("hour", Duration::HOUR),
-            Period::Week | Period::Month => ("day", Duration::DAY),
-        }
-    }
-
-    /// How many buckets the series has.
-    pub fn buckets(self) -> usize {
-        match self {
-            Period::Hour => 60,
-            Period::Day => 24,
-            Period::Week => 7,
-            Period::Month => 30,
-        }
-    }
-
-    /// The bucket starts of the series at `now`, oldest first; the last holds `now`.
-    pub fn starts(self, now: OffsetDateTime) -> Vec<OffsetDateTime> {
-        let now = now.to_offset(UtcOffset::UTC);
-        let time = now.time();
-        let last = match self {
-            Period::Hour => Time::from_hms(time.hour(), time.minute(), 0),
-            Period::Day => Time::from_hms(time.hour(), 0, 0),
-            Period::Week | Period::Month => Ok(Time::MIDNIGHT),
-        }
-        .map_or(now, |t| now.replace_time(t));
-        let (_, length) = self.bucket();
-        (0..self.buckets())
-            .rev()
-            .map(|back| last - length * i32::try_from(back).unwrap_or(0))
-            .collect()
-    }
 }
 
 /// The query string.
@@ -119,27 +41,6 @@ pub struct Volume {
     pub data: Vec<Point>,
 }
 
-/// Jobs submitted in one bucket, by series.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Point {
-    /// The bucket's start.
-    #[serde(with = "clock::serde_millis")]
-    #[schema(value_type = String, format = DateTime)]
-    pub ts: OffsetDateTime,
-    /// Legacy `pre` jobs.
-    pub pre: i64,
-    /// Legacy `post` jobs.
-    pub post: i64,
-    /// Text jobs: prompts and chats.
-    pub prompt: i64,
-    /// Image jobs.
-    pub image: i64,
-    /// Video jobs.
-    pub video: i64,
-    /// Audio jobs.
-    pub audio: i64,
-}
-
 /// Answers the caller's series for `period`.
 #[utoipa::path(get, path = "/api/v1/usage/volume", operation_id = "usage_volume", tag = "account", params(VolumeQuery),
     responses(
@@ -152,88 +53,14 @@ pub async fn volume(
     query: web::Query<VolumeQuery>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
-    let period = Period::parse(query.period.as_deref())?;
-    let (unit, length) = period.bucket();
-    let starts = period.starts(clock::now());
-    let (Some(&first), Some(&last)) = (starts.first(), starts.last()) else {
-        return Err(ApiError::Internal(anyhow::anyhow!("empty usage series")));
-    };
+    let period = Period::parse(query.period.as_deref())
+        .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+    let (unit, _) = period.bucket();
     let client = state.pool.get().await?;
-    let counts =
-        job_reports::volume(&client, principal.account_id, unit, first, last + length).await?;
-    let mut data: Vec<Point> = starts
-        .iter()
-        .map(|&ts| Point {
-            ts,
-            pre: 0,
-            post: 0,
-            prompt: 0,
-            image: 0,
-            video: 0,
-            audio: 0,
-        })
-        .collect();
-    for count in counts {
-        let Some(point) = starts
-            .binary_search(&count.bucket)
-            .ok()
-            .and_then(|i| data.get_mut(i))
-        else {
-            continue;
-        };
-        let series = match count.job_type.as_str() {
-            "text" | "chat" => &mut point.prompt,
-            "image" => &mut point.image,
-            "video" => &mut point.video,
-            "audio" => &mut point.audio,
-            "pre" => &mut point.pre,
-            "post" => &mut point.post,
-            // generate and companion_* jobs belong to no series.
-            _ => continue,
-        };
-        *series += count.count;
-    }
+    let data = usage::series(&client, principal.account_id, period, clock::now()).await?;
     Ok(HttpResponse::Ok().json(Volume {
         period: period.as_str(),
         bucket: unit,
         data,
     }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use time::macros::datetime;
-
-    #[test]
-    fn periods_parse_with_week_as_the_default() {
-        assert_eq!(Period::parse(None).unwrap(), Period::Week);
-        assert_eq!(Period::parse(Some("hour")).unwrap(), Period::Hour);
-        assert_eq!(Period::parse(Some("month")).unwrap(), Period::Month);
-        assert!(Period::parse(Some("year")).is_err());
-        assert!(Period::parse(Some("")).is_err());
-    }
-
-    #[test]
-    fn each_series_ends_with_the_bucket_holding_now() {
-        let now = datetime!(2026-11-22 10:17:42.5 UTC);
-        let hour = Period::Hour.starts(now);
-        assert_eq!(hour.len(), 60);
-        assert_eq!(hour[59], datetime!(2026-11-22 10:17 UTC));
-        assert_eq!(hour[0], datetime!(2026-11-22 9:18 UTC));
-        let day = Period::Day.starts(now);
-        assert_eq!(day.len(), 24);
-        assert_eq!(day[23], datetime!(2026-11-22 10:00 UTC));
-        assert_eq!(day[0], datetime!(2026-11-21 11:00 UTC));
-        let week = Period::Week.starts(now);
-        assert_eq!(
-            week,
-            (0..7)
-                .map(|d| datetime!(2026-11-16 0:00 UTC) + Duration::days(d))
-                .collect::<Vec<_>>()
-        );
-        let month = Period::Month.starts(now);
-        assert_eq!(month.len(), 30);
-        assert_eq!(month[0], datetime!(2026-10-24 0:00 UTC));
-    }
 }

@@ -22,7 +22,7 @@ use crate::{
 /// Clock skew a Standard Webhooks verifier accepts by default.
 pub const TOLERANCE_SECONDS: u64 = 300;
 /// How long a rotated-out secret keeps signing.
-pub const GRACE_HOURS: u64 = 24;
+pub const GRACE_HOURS: u64 = webhooks::ROTATION_GRACE_HOURS;
 
 /// Registers the routes under the `/api/v1` scope.
 pub fn configure(cfg: &mut web::ServiceConfig) {

@@ -85,6 +85,25 @@ pub async fn get(client: &impl GenericClient, id: AccountId) -> Result<Option<Ac
         .map(Account::from_row))
 }
 
+/// Accounts, newest first, skipping `offset`, at most `limit` (the staff dashboard's list).
+pub async fn list(
+    client: &impl GenericClient,
+    offset: i64,
+    limit: i64,
+) -> Result<Vec<Account>, DbError> {
+    let stmt = client
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM accounts ORDER BY created_at DESC, id OFFSET $1 LIMIT $2"
+        ))
+        .await?;
+    Ok(client
+        .query(&stmt, &[&offset, &limit])
+        .await?
+        .iter()
+        .map(Account::from_row)
+        .collect())
+}
+
 /// Terminates an account. Terminating twice keeps the first time.
 pub async fn terminate(
     client: &impl GenericClient,

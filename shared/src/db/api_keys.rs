@@ -174,6 +174,55 @@ pub async fn rename(
         .map(ApiKey::from_row))
 }
 
+/// A key of `account` on the dashboard's list: the key and when it was last used.
+#[derive(Debug, Clone)]
+pub struct ListedKey {
+    /// The key.
+    pub key: ApiKey,
+    /// When a job was last submitted with it, if ever.
+    pub last_used_at: Option<OffsetDateTime>,
+}
+
+/// The keys of `account` that are not deleted, newest first, with when each was last used
+/// (its newest job).
+pub async fn list(
+    client: &impl GenericClient,
+    account: AccountId,
+) -> Result<Vec<ListedKey>, DbError> {
+    let stmt = client
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS}, \
+                    (SELECT max(j.created_at) FROM jobs j WHERE j.api_key_id = k.id) AS last_used_at \
+             FROM api_keys k WHERE account_id = $1 AND deleted_at IS NULL \
+             ORDER BY created_at DESC, id"
+        ))
+        .await?;
+    Ok(client
+        .query(&stmt, &[&account.0])
+        .await?
+        .iter()
+        .map(|row| ListedKey {
+            key: ApiKey::from_row(row),
+            last_used_at: row.get("last_used_at"),
+        })
+        .collect())
+}
+
+/// Whether key `id` belongs to `account` and is not deleted.
+pub async fn is_owned(
+    client: &impl GenericClient,
+    account: AccountId,
+    id: ApiKeyId,
+) -> Result<bool, DbError> {
+    let stmt = client
+        .prepare_cached(
+            "SELECT EXISTS (SELECT FROM api_keys \
+             WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL)",
+        )
+        .await?;
+    Ok(client.query_one(&stmt, &[&id.0, &account.0]).await?.get(0))
+}
+
 /// Looks a presented key up by its hash, with its account.
 pub async fn find_principal(
     client: &impl GenericClient,

@@ -213,6 +213,57 @@ pub async fn list(
     rows.iter().map(Job::from_row).collect()
 }
 
+/// What the dashboard's job list is filtered by; `None` filters nothing.
+#[derive(Debug, Clone, Default)]
+pub struct Search {
+    /// Only jobs in this status.
+    pub status: Option<JobStatus>,
+    /// Only jobs of this stored type.
+    pub kind: Option<String>,
+    /// Only jobs created at or after this.
+    pub from: Option<OffsetDateTime>,
+    /// Only jobs created before this.
+    pub until: Option<OffsetDateTime>,
+}
+
+/// Jobs of `account` matching `search`, newest first, skipping `offset`, at most `limit`.
+/// The dashboard pages by offset: its pages are few and its links must survive a reload.
+pub async fn search(
+    client: &impl GenericClient,
+    account: AccountId,
+    search: &Search,
+    offset: i64,
+    limit: i64,
+) -> Result<Vec<Job>, DbError> {
+    let status = search.status.map(JobStatus::as_str);
+    let stmt = client
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM jobs \
+             WHERE account_id = $1 \
+               AND ($2::text IS NULL OR status = $2) \
+               AND ($3::text IS NULL OR type = $3) \
+               AND ($4::timestamptz IS NULL OR created_at >= $4) \
+               AND ($5::timestamptz IS NULL OR created_at < $5) \
+             ORDER BY created_at DESC, id DESC OFFSET $6 LIMIT $7"
+        ))
+        .await?;
+    let rows = client
+        .query(
+            &stmt,
+            &[
+                &account.0,
+                &status,
+                &search.kind,
+                &search.from,
+                &search.until,
+                &offset,
+                &limit,
+            ],
+        )
+        .await?;
+    rows.iter().map(Job::from_row).collect()
+}
+
 /// What [`finish_many`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finished {

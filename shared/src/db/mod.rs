@@ -25,6 +25,7 @@ pub mod accounts;
 pub mod api_keys;
 pub mod blocklist;
 pub mod custom_categories;
+pub mod dashboard_users;
 pub mod deliveries;
 pub mod delivery_log;
 pub mod hash_bank;

@@ -269,6 +269,20 @@ pub async fn get_own(
     )
 }
 
+/// Every member's entries, the most recently changed first, at most `limit` (the staff
+/// dashboard's dispute list).
+pub async fn list_recent(
+    client: &impl GenericClient,
+    limit: i64,
+) -> Result<Vec<RegistryEntry>, DbError> {
+    let stmt = client
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM registry_entries ORDER BY updated_at DESC, id LIMIT $1"
+        ))
+        .await?;
+    entries(&client.query(&stmt, &[&limit]).await?)
+}
+
 /// Up to `limit` of `account`'s entries after `after`, oldest first.
 pub async fn list_own(
     client: &impl GenericClient,

@@ -36,6 +36,9 @@ impl From<tokio_postgres::Error> for WebhookStoreError {
     }
 }
 
+/// How long a rotated-out secret keeps signing (the api's rotate and the dashboard's).
+pub const ROTATION_GRACE_HOURS: u64 = 24;
+
 /// How many rotated-out secrets keep signing at once; a rotation ends the oldest beyond it.
 pub const MAX_EXPIRING: i64 = 10;
 

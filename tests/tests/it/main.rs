@@ -9,6 +9,7 @@
 mod api;
 mod chaos;
 mod classification;
+mod dashboard;
 mod dispatcher;
 mod fetch;
 mod metrics;

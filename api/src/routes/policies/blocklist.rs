@@ -2,14 +2,16 @@
 //! list as `{"terms": [...]}`.
 
 use actix_web::{web, HttpResponse};
-use moderation_shared::db::{
-    blocklist::{self, Added, MAX_PER_ACCOUNT},
-    DbError,
+use moderation_shared::{
+    db::{
+        blocklist::{self, Added, MAX_PER_ACCOUNT},
+        DbError,
+    },
+    policy_input::clean_terms,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::clean_terms;
 use crate::{
     auth::Principal,
     error::{ApiError, ErrorBody},

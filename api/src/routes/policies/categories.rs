@@ -10,23 +10,17 @@ use moderation_shared::{
         DbError,
     },
     domain::CustomCategoryId,
+    policy_input::{check_description, check_name, clean_keywords},
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::{clean_terms, present};
+use super::present;
 use crate::{
     auth::Principal,
     error::{ApiError, ErrorBody},
     state::AppState,
 };
-
-/// The longest name, in characters (`a-z`, `0-9`, `_`).
-const MAX_NAME_CHARS: usize = 64;
-/// The longest description, in characters.
-const MAX_DESCRIPTION_CHARS: usize = 2000;
-/// The most keywords of one category.
-const MAX_KEYWORDS: usize = 100;
 
 /// A custom category.
 #[derive(Debug, Serialize, ToSchema)]
@@ -225,47 +219,6 @@ pub(crate) async fn delete(
     }
     tx.commit().await.map_err(DbError::from)?;
     Ok(HttpResponse::NoContent().finish())
-}
-
-/// A slug: 1 to 64 of `a-z`, `0-9` and `_`.
-fn check_name(name: &str) -> Result<(), ApiError> {
-    let valid = (1..=MAX_NAME_CHARS).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    if valid {
-        Ok(())
-    } else {
-        Err(ApiError::InvalidRequest(format!(
-            "name must be 1 to {MAX_NAME_CHARS} characters of a-z, 0-9 and _"
-        )))
-    }
-}
-
-/// 1 to 2000 characters, not only whitespace; line breaks and tabs are allowed, other control
-/// characters are not.
-fn check_description(description: &str) -> Result<(), ApiError> {
-    let chars = description.chars().count();
-    if chars == 0 || chars > MAX_DESCRIPTION_CHARS || description.trim().is_empty() {
-        return Err(ApiError::InvalidRequest(format!(
-            "description must be 1 to {MAX_DESCRIPTION_CHARS} characters and not only \
-             whitespace, got {chars}"
-        )));
-    }
-    if description
-        .chars()
-        .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
-    {
-        return Err(ApiError::InvalidRequest(
-            "description must not contain control characters other than line breaks and tabs"
-                .to_owned(),
-        ));
-    }
-    Ok(())
-}
-
-fn clean_keywords(keywords: Vec<String>) -> Result<Vec<String>, ApiError> {
-    clean_terms("keywords", keywords, 0, MAX_KEYWORDS)
 }
 
 fn not_found() -> ApiError {

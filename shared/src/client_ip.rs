@@ -1,4 +1,5 @@
-//! The source address of a request, for the failed-authentication lockout.
+//! The source address of a request, for the failed-authentication lockout (the api's keys and
+//! the dashboard's sign-ins).
 //!
 //! Pure: no I/O. The peer address is the source unless the peer is a trusted proxy
 //! (`APP_TRUSTED_PROXIES`); then `X-Forwarded-For` is read from the right, skipping trusted

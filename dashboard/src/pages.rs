@@ -1,0 +1,75 @@
+//! What every page shares: timestamps, words, and rendering.
+
+use std::fmt;
+
+use actix_web::HttpResponse;
+use askama::Template;
+use moderation_shared::registry::EntryStatus;
+use time::{format_description::well_known::Rfc3339, macros::format_description, OffsetDateTime};
+
+use crate::error::DashboardError;
+
+/// An instant shown in UTC: `<time datetime=... title="UTC">`. Its markup is made here from a
+/// timestamp alone, so templates print it unescaped.
+#[derive(Debug, Clone, Copy)]
+pub struct Stamp(pub OffsetDateTime);
+
+impl fmt::Display for Stamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let utc = self.0.to_offset(time::UtcOffset::UTC);
+        let iso = utc.format(&Rfc3339).map_err(|_| fmt::Error)?;
+        let shown = utc
+            .format(format_description!(
+                "[year]-[month]-[day] [hour]:[minute]:[second]"
+            ))
+            .map_err(|_| fmt::Error)?;
+        write!(
+            f,
+            r#"<time datetime="{iso}" title="UTC">{shown} UTC</time>"#
+        )
+    }
+}
+
+/// An optional instant: the stamp, or a dash.
+pub fn stamp_or_dash(at: Option<OffsetDateTime>) -> String {
+    at.map_or_else(|| "—".to_owned(), |at| Stamp(at).to_string())
+}
+
+/// An entry's status as a word.
+pub fn status_word(status: EntryStatus) -> &'static str {
+    match status {
+        EntryStatus::Active => "active",
+        EntryStatus::Disputed => "disputed",
+        EntryStatus::Revoked => "revoked",
+        EntryStatus::Expired => "expired",
+    }
+}
+
+/// Renders `page` as a 200 HTML answer.
+pub fn render(page: &impl Template) -> Result<HttpResponse, DashboardError> {
+    let body = page.render().map_err(anyhow::Error::from)?;
+    Ok(HttpResponse::Ok()
+        .content_type("text/html; charset=utf-8")
+        .body(body))
+}
+
+/// A redirect after a successful POST (303, so a reload does not post again).
+pub fn see_other(location: &str) -> HttpResponse {
+    HttpResponse::SeeOther()
+        .insert_header((actix_web::http::header::LOCATION, location))
+        .finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stamp_is_utc_in_a_time_element() {
+        let at = time::macros::datetime!(2026-11-23 23:05:09 +01:00);
+        assert_eq!(
+            Stamp(at).to_string(),
+            r#"<time datetime="2026-11-23T22:05:09Z" title="UTC">2026-11-23 22:05:09 UTC</time>"#
+        );
+    }
+}

@@ -1,0 +1,60 @@
+//! The pages. Each module registers its own routes; GETs render, POSTs take a [`Posted`]
+//! form (CSRF-checked) and answer with a redirect, so a reload never posts again.
+//!
+//! [`Posted`]: crate::form::Posted
+
+use actix_web::{http::header, web, HttpResponse};
+
+use moderation_shared::telemetry;
+
+use crate::{error::DashboardError, state::AppState};
+
+pub mod export;
+pub mod jobs;
+pub mod keys;
+pub mod overview;
+pub mod policy;
+pub mod registry;
+pub mod sign_in;
+pub mod staff;
+pub mod submit;
+pub mod webhooks;
+
+/// The embedded stylesheet.
+const STYLESHEET: &str = include_str!("../../static/dashboard.css");
+
+/// Registers every route.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/static/dashboard.css", web::get().to(stylesheet))
+        .route("/metrics", web::get().to(metrics))
+        .configure(sign_in::configure)
+        .configure(overview::configure)
+        .configure(keys::configure)
+        .configure(jobs::configure)
+        .configure(submit::configure)
+        .configure(webhooks::configure)
+        .configure(policy::configure)
+        .configure(export::configure)
+        .configure(registry::configure)
+        .configure(staff::configure)
+        .default_service(web::to(not_found));
+}
+
+async fn stylesheet() -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/css; charset=utf-8")
+        .insert_header((header::CACHE_CONTROL, "public, max-age=3600"))
+        .body(STYLESHEET)
+}
+
+/// Prometheus text, like every process of the fleet.
+async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+    telemetry::record_pool_use(&state.pool);
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4")
+        .body(state.metrics.render())
+}
+
+async fn not_found() -> Result<HttpResponse, DashboardError> {
+    Err(DashboardError::NotFound)
+}

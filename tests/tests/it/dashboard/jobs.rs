@@ -1,0 +1,175 @@
+//! Jobs: submitting from the dashboard, the list's filters and pages, the detail with its
+//! delivery and attempts, another account's job, and the staff pages.
+
+use std::time::Duration;
+
+use moderation_tests::{
+    dashboard::location, eventually, fixtures::JobRow, spawn_app, worker::spawn_worker,
+};
+use time::macros::datetime;
+
+#[tokio::test]
+async fn a_prompt_submitted_from_the_dashboard_completes_without_a_key() {
+    let app = spawn_app().await;
+    let dashboard = app.spawn_dashboard().await;
+    let account = app.create_account().await;
+    let user = app.create_user(account, false).await;
+    let visitor = dashboard.signed_in(&user).await;
+    let _worker = spawn_worker(&app, |_| {}).await;
+
+    let submitted = visitor
+        .post(
+            "/submit",
+            "/submit",
+            &[("type", "text"), ("text", "hello there, friend")],
+        )
+        .await;
+    assert_eq!(submitted.status(), 303);
+    let job_path = location(&submitted);
+    let job_id: uuid::Uuid = job_path.trim_start_matches("/jobs/").parse().unwrap();
+
+    let page = eventually(Duration::from_secs(20), "the job to complete", || async {
+        let page = visitor.page(&job_path).await;
+        page.contains(r#"data-testid="job-status">completed<"#)
+            .then_some(page)
+    })
+    .await;
+    assert!(page.contains("allowed"), "{page}");
+    let client = app.db.pool.get().await.unwrap();
+    let row = client
+        .query_one("SELECT api_key_id FROM jobs WHERE id = $1", &[&job_id])
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, Option<uuid::Uuid>>(0), None);
+    let list = visitor.page("/jobs").await;
+    assert!(list.contains(&format!(r#"data-testid="job-row" data-job-id="{job_id}""#)));
+}
+
+#[tokio::test]
+async fn the_job_list_keeps_its_filters_and_page_in_the_url() {
+    let app = spawn_app().await;
+    let dashboard = app.spawn_dashboard().await;
+    let account = app.create_account().await;
+    let user = app.create_user(account, false).await;
+    for i in 0..30 {
+        JobRow::new(account, "text", "x", datetime!(2026-03-01 00:00 UTC))
+            .completed(datetime!(2026-03-01 00:01 UTC), i % 2 == 0, None)
+            .insert(&app.db.pool)
+            .await;
+    }
+    JobRow::new(
+        account,
+        "image",
+        "https://example.com/a.png",
+        datetime!(2026-04-02 10:00 UTC),
+    )
+    .insert(&app.db.pool)
+    .await;
+    let visitor = dashboard.signed_in(&user).await;
+    let rows = |html: &str| html.matches(r#"data-testid="job-row""#).count();
+    let unescaped = |html: &str| html.replace("&#38;", "&").replace("&amp;", "&");
+
+    let first = visitor.page("/jobs?type=text").await;
+    let second = visitor.page("/jobs?type=text&page=2").await;
+    let images = visitor
+        .page("/jobs?type=image&from=2026-04-02&until=2026-04-02")
+        .await;
+    let none = visitor.page("/jobs?status=failed").await;
+    let bad = visitor.page("/jobs?status=paused").await;
+
+    assert_eq!(rows(&first), 25);
+    assert!(
+        unescaped(&first).contains(r#"href="/jobs?type=text&page=2""#),
+        "{first}"
+    );
+    assert_eq!(rows(&second), 5);
+    assert!(unescaped(&second).contains(r#"href="/jobs?type=text&page=1""#));
+    assert_eq!(rows(&images), 1);
+    assert!(images.contains(r#"<option value="image" selected>"#));
+    assert!(none.contains("No jobs match these filters."));
+    assert!(bad.contains("Unknown status"), "{bad}");
+}
+
+#[tokio::test]
+async fn another_accounts_job_is_not_found() {
+    let app = spawn_app().await;
+    let dashboard = app.spawn_dashboard().await;
+    let user = app.create_user(app.create_account().await, false).await;
+    let other = app.create_account().await;
+    let job = JobRow::new(other, "text", "theirs", datetime!(2026-03-01 00:00 UTC));
+    job.insert(&app.db.pool).await;
+    let visitor = dashboard.signed_in(&user).await;
+
+    let theirs = visitor.get(&format!("/jobs/{}", job.id)).await;
+    let resend = visitor
+        .post(
+            "/jobs",
+            &format!("/deliveries/{}/resend", uuid::Uuid::new_v4()),
+            &[],
+        )
+        .await;
+    let garbage = visitor.get("/jobs/not-a-job").await;
+
+    assert_eq!(theirs.status(), 404);
+    assert_eq!(resend.status(), 404);
+    assert_eq!(garbage.status(), 404);
+}
+
+#[tokio::test]
+async fn staff_pages_are_for_staff_only() {
+    let app = spawn_app().await;
+    let dashboard = app.spawn_dashboard().await;
+    let account = app.create_account().await;
+    let member = dashboard
+        .signed_in(&app.create_user(account, false).await)
+        .await;
+    let staff = dashboard
+        .signed_in(&app.create_user(account, true).await)
+        .await;
+    let target = app.create_account().await;
+    let terminate = format!("/staff/accounts/{target}/terminate");
+
+    let refused = member.get("/staff/accounts").await;
+    let refused_post = member.post("/", &terminate, &[]).await;
+    let listed = staff.page("/staff/accounts").await;
+
+    assert_eq!(refused.status(), 403);
+    assert_eq!(refused_post.status(), 403);
+    assert!(!member.page("/").await.contains("/staff/accounts"));
+    assert!(listed.contains(&target.to_string()));
+    let terminated = staff.post("/staff/accounts", &terminate, &[]).await;
+    assert_eq!(terminated.status(), 303);
+    assert!(staff.page("/staff/accounts").await.contains("terminated"));
+}
+
+#[tokio::test]
+async fn staff_open_and_uphold_a_registry_dispute() {
+    let app = spawn_app().await;
+    let dashboard = app.spawn_dashboard().await;
+    let member = app.registry_member().await;
+    let entry = app
+        .registry_reported(
+            &member.key,
+            &moderation_tests::registry::email_hash("fraud@example.com"),
+            "payment_fraud",
+        )
+        .await;
+    let entry_id = entry["entry_id"].as_str().unwrap().to_owned();
+    let staff = dashboard
+        .signed_in(&app.create_user(app.create_account().await, true).await)
+        .await;
+    let action = |verb: &str| format!("/staff/registry/{entry_id}/{verb}");
+
+    let listed = staff.page("/staff/registry").await;
+    let early = staff.post("/staff/registry", &action("uphold"), &[]).await;
+    let opened = staff.post("/staff/registry", &action("open"), &[]).await;
+    let disputed = staff.page("/staff/registry").await;
+    let upheld = staff.post("/staff/registry", &action("uphold"), &[]).await;
+
+    assert!(listed.contains(&entry_id) && listed.contains("Open dispute"));
+    assert_eq!(early.status(), 400, "nothing to uphold before a dispute");
+    assert_eq!(opened.status(), 303);
+    assert!(disputed.contains("dispute open"), "{disputed}");
+    assert_eq!(upheld.status(), 303);
+    assert!(staff.page("/staff/registry").await.contains("revoked"));
+}

@@ -1,0 +1,12 @@
+//! The web dashboard: sessions, CSRF and headers over plain HTTP (`session`, `keys`, `jobs`,
+//! `users`), and the pages driven in a real browser (`browser`).
+
+mod browser;
+mod export;
+mod jobs;
+mod keys;
+mod overview;
+mod policy;
+mod session;
+mod users;
+mod webhooks;
