@@ -1,11 +1,27 @@
-//! The opaque cursors of the paged listings: a position (`created_at`, id) as URL-safe
-//! base64, so a page ends where the previous one left off whatever is inserted meanwhile.
+//! The paged listings' shared parts: the page size (`limit`) and the opaque cursor, a position
+//! (`created_at`, id) as URL-safe base64, so a page ends where the previous one left off
+//! whatever is inserted meanwhile.
 
 use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::error::ApiError;
+
+/// The default and the largest page.
+const DEFAULT_LIMIT: i64 = 100;
+const MAX_LIMIT: i64 = 1000;
+
+/// The page size asked for: 1 to 1000, 100 when not given; anything else is a 400.
+pub fn limit(asked: Option<i64>) -> Result<i64, ApiError> {
+    let limit = asked.unwrap_or(DEFAULT_LIMIT);
+    if !(1..=MAX_LIMIT).contains(&limit) {
+        return Err(ApiError::InvalidRequest(format!(
+            "limit must be 1 to {MAX_LIMIT}"
+        )));
+    }
+    Ok(limit)
+}
 
 /// The cursor of the position (`at`, `id`).
 pub fn encode(at: OffsetDateTime, id: Uuid) -> String {

@@ -19,10 +19,6 @@ use crate::{
     state::AppState,
 };
 
-/// Default and largest page of `GET /deliveries`.
-const DEFAULT_LIMIT: i64 = 100;
-const MAX_LIMIT: i64 = 1000;
-
 /// Registers the routes under the `/api/v1` scope.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     // `recover` before `{id}`, which would match it too.
@@ -170,12 +166,7 @@ pub(crate) async fn list(
     query: web::Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let query = query.into_inner();
-    let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
-    if !(1..=MAX_LIMIT).contains(&limit) {
-        return Err(ApiError::InvalidRequest(format!(
-            "limit must be 1 to {MAX_LIMIT}"
-        )));
-    }
+    let limit = cursor::limit(query.limit)?;
     let filter = Filter {
         job_id: query
             .job_id

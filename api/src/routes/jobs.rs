@@ -23,10 +23,6 @@ use crate::{
     state::AppState,
 };
 
-/// Default and largest page of `GET /jobs`.
-const DEFAULT_LIMIT: i64 = 100;
-const MAX_LIMIT: i64 = 1000;
-
 /// Registers the routes under the `/api/v1` scope.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/job/{id}").route(web::get().to(get_job)))
@@ -225,12 +221,7 @@ pub(crate) async fn list_jobs(
 ) -> Result<HttpResponse, ApiError> {
     let query = query.into_inner();
     let statuses = parse_statuses(query.status.as_deref().unwrap_or("queued,processing"))?;
-    let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
-    if !(1..=MAX_LIMIT).contains(&limit) {
-        return Err(ApiError::InvalidRequest(format!(
-            "limit must be 1 to {MAX_LIMIT}"
-        )));
-    }
+    let limit = cursor::limit(query.limit)?;
     let after = query
         .cursor
         .as_deref()
