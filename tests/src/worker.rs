@@ -169,6 +169,23 @@ impl Drop for WorkerProcess {
     }
 }
 
+impl TestApp {
+    /// How many entries the stream of `modality` holds in this app's Redis namespace.
+    pub async fn stream_len(&self, modality: Modality) -> usize {
+        let redis = RedisConn::new(&self.redis).expect("redis settings");
+        let key = JobQueue::new(redis.clone()).stream_key(modality);
+        redis
+            .with(|mut conn| async move {
+                redis::cmd("XLEN")
+                    .arg(key)
+                    .query_async::<usize>(&mut conn)
+                    .await
+            })
+            .await
+            .expect("XLEN")
+    }
+}
+
 /// The queue of `redis` (URL and namespace).
 pub fn queue(redis: &RedisSettings) -> JobQueue {
     JobQueue::new(RedisConn::new(redis).expect("redis settings"))

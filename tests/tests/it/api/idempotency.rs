@@ -2,12 +2,7 @@
 
 use std::time::Duration;
 
-use moderation_shared::{
-    clock,
-    domain::Modality::{self, Text},
-    queue::JobQueue,
-    redis_conn::RedisConn,
-};
+use moderation_shared::{clock, domain::Modality::Text};
 use moderation_tests::{
     assert_error, forms::text_form, get_plain, spawn_app, worker::spawn_worker, TestApp, TestKey,
 };
@@ -65,20 +60,6 @@ async fn job_count(app: &TestApp) -> i64 {
         .get(0)
 }
 
-async fn stream_len(app: &TestApp, modality: Modality) -> usize {
-    let redis = RedisConn::new(&app.redis).unwrap();
-    let key = JobQueue::new(redis.clone()).stream_key(modality);
-    redis
-        .with(|mut conn| async move {
-            redis::cmd("XLEN")
-                .arg(key)
-                .query_async::<usize>(&mut conn)
-                .await
-        })
-        .await
-        .unwrap()
-}
-
 /// Moves job `id` back by `age`, as if it had been submitted that long ago.
 async fn age_job(app: &TestApp, id: Uuid, age: Duration) {
     let client = app.db.pool.get().await.unwrap();
@@ -118,7 +99,7 @@ async fn the_same_key_and_prompt_answer_the_same_job_marked_replayed_and_create_
     assert!(!first.1, "a first submission is not marked replayed");
     assert_eq!(second, (first.0, true));
     assert_eq!(job_count(&app).await, 1);
-    assert_eq!(stream_len(&app, Text).await, 1);
+    assert_eq!(app.stream_len(Text).await, 1);
     assert_eq!(stored_key(&app, first.0).await.as_deref(), Some("order-42"));
 }
 
@@ -141,7 +122,7 @@ async fn the_same_key_with_any_field_changed_is_409_conflict() {
     assert_error(other_text, 409, "CONFLICT").await;
     assert_error(with_hook, 409, "CONFLICT").await;
     assert_eq!(job_count(&app).await, 1);
-    assert_eq!(stream_len(&app, Text).await, 1);
+    assert_eq!(app.stream_len(Text).await, 1);
 }
 
 #[tokio::test]
@@ -304,7 +285,7 @@ async fn a_key_older_than_24_hours_no_longer_binds_and_a_new_submission_takes_it
     assert_eq!(stored_key(&app, other).await.as_deref(), Some("k"));
     assert_eq!(stored_key(&app, same).await.as_deref(), Some("s"));
     assert_eq!(job_count(&app).await, 5);
-    assert_eq!(stream_len(&app, Text).await, 5);
+    assert_eq!(app.stream_len(Text).await, 5);
 }
 
 #[tokio::test]
@@ -372,7 +353,7 @@ async fn fifty_concurrent_requests_with_one_key_create_one_job_and_all_answer_it
     assert!(answers.iter().all(|(id, _)| *id == job), "{answers:?}");
     assert_eq!(answers.iter().filter(|(_, replayed)| !replayed).count(), 1);
     assert_eq!(job_count(&app).await, 1);
-    assert_eq!(stream_len(&app, Text).await, 1);
+    assert_eq!(app.stream_len(Text).await, 1);
 }
 
 #[tokio::test]
@@ -416,7 +397,7 @@ async fn replays_and_conflicts_in_a_concurrent_burst_leave_the_other_submissions
         }
     }
     assert_eq!(job_count(&app).await, 1 + 20);
-    assert_eq!(stream_len(&app, Text).await, 1 + 20);
+    assert_eq!(app.stream_len(Text).await, 1 + 20);
 }
 
 #[tokio::test]

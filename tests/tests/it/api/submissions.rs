@@ -1,8 +1,4 @@
-use moderation_shared::{
-    domain::{Modality, Scope},
-    queue::JobQueue,
-    redis_conn::RedisConn,
-};
+use moderation_shared::domain::{Modality, Scope};
 use moderation_tests::{
     assert_error,
     forms::{file_part, text_form},
@@ -12,20 +8,6 @@ use reqwest::multipart::Form;
 use serde_json::{json, Value};
 
 const PUBLIC_IMAGE: &str = "http://93.184.215.14/cat.png";
-
-async fn stream_len(app: &TestApp, modality: Modality) -> usize {
-    let redis = RedisConn::new(&app.redis).unwrap();
-    let key = JobQueue::new(redis.clone()).stream_key(modality);
-    redis
-        .with(|mut conn| async move {
-            redis::cmd("XLEN")
-                .arg(key)
-                .query_async::<usize>(&mut conn)
-                .await
-        })
-        .await
-        .unwrap()
-}
 
 async fn stored(app: &TestApp, id: uuid::Uuid) -> tokio_postgres::Row {
     let client = app.db.pool.get().await.unwrap();
@@ -60,7 +42,7 @@ async fn a_prompt_is_persisted_enqueued_and_answered_202_queued() {
         Some(key.key_id)
     );
     assert!(row.get::<_, bool>("enqueued"));
-    assert_eq!(stream_len(&app, Modality::Text).await, 1);
+    assert_eq!(app.stream_len(Modality::Text).await, 1);
 }
 
 #[tokio::test]
@@ -402,7 +384,7 @@ async fn media_submissions_take_a_public_url_and_refuse_others() {
     ] {
         let ok = app.submit(kind, &key, text_form(kind, PUBLIC_IMAGE)).await;
         assert_eq!(ok.status(), 202, "{kind}");
-        assert_eq!(stream_len(&app, modality).await, 1, "{kind}");
+        assert_eq!(app.stream_len(modality).await, 1, "{kind}");
         for bad in [
             "ftp://93.184.215.14/x",
             "http://127.0.0.1/x",
@@ -538,8 +520,8 @@ async fn concurrent_submissions_are_each_stored_once_with_their_own_content_and_
         assert_eq!(stored(&app, id).await.get::<_, &str>("type"), "image");
         assert!(ids.insert(id));
     }
-    assert_eq!(stream_len(&app, Modality::Text).await, 30);
-    assert_eq!(stream_len(&app, Modality::Image).await, 10);
+    assert_eq!(app.stream_len(Modality::Text).await, 30);
+    assert_eq!(app.stream_len(Modality::Image).await, 10);
 }
 
 #[tokio::test]
@@ -570,5 +552,5 @@ async fn a_nul_character_in_a_prompt_or_a_chat_is_400_and_nothing_is_stored() {
         .unwrap()
         .get(0);
     assert_eq!(jobs, 0);
-    assert_eq!(stream_len(&app, Modality::Text).await, 0);
+    assert_eq!(app.stream_len(Modality::Text).await, 0);
 }
