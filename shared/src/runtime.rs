@@ -28,6 +28,15 @@ pub enum StartupError {
     /// An outgoing HTTP client could not be built (e.g. a bad extra CA file).
     #[error("cannot build the HTTP client")]
     HttpClient(#[source] anyhow::Error),
+    /// A built-in model is missing (with `APP_LOCAL_MODELS=required`) or cannot be read.
+    #[error("cannot load the {model} model")]
+    Model {
+        /// The model's name, as in the `classifier_model_loaded` gauge.
+        model: &'static str,
+        /// Why: names the missing or unreadable file.
+        #[source]
+        source: anyhow::Error,
+    },
     /// The metrics port could not be bound.
     #[error("cannot listen for metrics on {addr}")]
     Metrics {

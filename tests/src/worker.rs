@@ -48,10 +48,36 @@ impl Drop for TestWorker {
     }
 }
 
-/// Worker settings for `app`: its database and Redis namespace, every modality, and short
-/// queue timings (the relay every 200 ms with no grace, takeover after 2 s).
+/// Where tests' workers look for the built-in models unless a test points them elsewhere: a
+/// directory that does not exist, so no result depends on whether `scripts/models` ran here.
+pub const NO_MODELS: &str = "/nonexistent/moderation-test-models";
+
+/// The models `scripts/models` prepared, for the model tiers: `TEST_MODEL_DIR`, else the
+/// default directory of contract 10. Panics, naming `scripts/models`, when it is not prepared.
+pub fn model_dir() -> PathBuf {
+    let dir = std::env::var_os("TEST_MODEL_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let cache = std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache")
+                });
+            cache.join("moderation").join("models")
+        });
+    assert!(
+        dir.join("prepared.sha256").is_file(),
+        "no prepared models in {}: run scripts/models",
+        dir.display()
+    );
+    dir
+}
+
+/// Worker settings for `app`: its database and Redis namespace, every modality, short queue
+/// timings (the relay every 200 ms with no grace, takeover after 2 s) and no built-in models.
 pub fn worker_settings(app: &TestApp) -> WorkerSettings {
     let mut settings = WorkerSettings::for_local(app.db.settings.clone(), app.redis.clone());
+    settings.models.dir = PathBuf::from(NO_MODELS);
     settings.queue.relay_interval = Duration::from_millis(200);
     settings.queue.relay_grace = Duration::ZERO;
     settings.queue.min_idle = Duration::from_secs(2);
@@ -123,6 +149,7 @@ impl WorkerProcess {
             .env("APP_REDIS_NAMESPACE", &redis.namespace)
             .env("METRICS_PORT", "0")
             .env("RUST_LOG", "warn")
+            .env("APP_MODEL_DIR", NO_MODELS)
             .envs(env.iter().copied())
             .stdout(stdout)
             .stderr(Stdio::null())

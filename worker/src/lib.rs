@@ -32,11 +32,14 @@ pub mod failure;
 pub mod fetch;
 pub mod jobs;
 pub mod key_purge;
+pub mod models;
 pub mod policy;
 pub mod probe;
 mod settings;
 
-pub use settings::{ClassifierSettings, Concurrency, WorkerSettings, DEFAULT_CONCURRENCY};
+pub use settings::{
+    ClassifierSettings, Concurrency, ModelSettings, WorkerSettings, DEFAULT_CONCURRENCY,
+};
 
 use checks::Checks;
 use jobs::{lease::Leases, store::JobStore, JobContext};

@@ -1,6 +1,6 @@
 //! The worker's settings, read from the environment.
 
-use std::{collections::BTreeMap, net::SocketAddr, time::Duration};
+use std::{collections::BTreeMap, net::SocketAddr, path::PathBuf, time::Duration};
 
 use moderation_shared::{
     config::{
@@ -74,6 +74,51 @@ pub struct WorkerSettings {
     pub media_timeout: Duration,
     /// `APP_CLASSIFIER` and the provider's settings.
     pub classifier: ClassifierSettings,
+    /// Where the built-in models are and whether they must be there.
+    pub models: ModelSettings,
+}
+
+/// `APP_MODEL_DIR` and `APP_LOCAL_MODELS` (contract 10).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelSettings {
+    /// The directory `scripts/models` prepared (default
+    /// `${XDG_CACHE_HOME:-$HOME/.cache}/moderation/models`).
+    pub dir: PathBuf,
+    /// `required`: a missing model is a start-up error; `auto` (the default): the models found
+    /// are used, and a warning names `scripts/models` when one is missing.
+    pub required: bool,
+}
+
+impl ModelSettings {
+    /// Reads `APP_MODEL_DIR` and `APP_LOCAL_MODELS`.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let dir = match env_raw("APP_MODEL_DIR")? {
+            Some(dir) => PathBuf::from(dir),
+            None => default_model_dir(),
+        };
+        let required = match env_raw("APP_LOCAL_MODELS")?.as_deref().map(str::trim) {
+            None | Some("auto") => false,
+            Some("required") => true,
+            Some(other) => {
+                return Err(ConfigError::new(
+                    "APP_LOCAL_MODELS",
+                    format!("expected auto or required, got {other:?}"),
+                ))
+            }
+        };
+        Ok(Self { dir, required })
+    }
+}
+
+/// `${XDG_CACHE_HOME:-$HOME/.cache}/moderation/models`, where `scripts/models` puts them.
+fn default_model_dir() -> PathBuf {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|dir| !dir.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache")
+        });
+    cache.join("moderation").join("models")
 }
 
 impl WorkerSettings {
@@ -97,6 +142,7 @@ impl WorkerSettings {
             extra_ca_pem: extra_ca_pem_from_env()?,
             media_timeout: env_millis("APP_MEDIA_TIMEOUT_MS", Duration::from_secs(120), 1..)?,
             classifier,
+            models: ModelSettings::from_env()?,
         })
     }
 
@@ -115,6 +161,10 @@ impl WorkerSettings {
             extra_ca_pem: None,
             media_timeout: Duration::from_secs(120),
             classifier: ClassifierSettings::Local,
+            models: ModelSettings {
+                dir: default_model_dir(),
+                required: false,
+            },
         }
     }
 }

@@ -2,6 +2,8 @@
 //! alone, with no network. It judges only what is listed: a term on a list (however it is
 //! disguised) or media whose hash is in a bank. Anything else passes.
 
+use std::collections::BTreeMap;
+
 use moderation_shared::domain::Modality;
 
 use super::{normalise::NormalisedText, terms, CustomCategory, Policy, Verdict, VisualCategories};
@@ -98,5 +100,6 @@ pub fn passed(policy: &Policy, visual: bool) -> Verdict {
             .iter()
             .map(|category| (category.name.clone(), false))
             .collect(),
+        scores: BTreeMap::new(),
     }
 }

@@ -48,7 +48,7 @@ pub struct VisualCategories {
 }
 
 /// A decision about one piece of content.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Verdict {
     /// Whether it is rejected.
     pub prohibited: bool,
@@ -58,6 +58,9 @@ pub struct Verdict {
     pub visual: Option<VisualCategories>,
     /// One result per custom category that ran.
     pub custom: BTreeMap<String, bool>,
+    /// The score in [0, 1] of every category a built-in model scored (contract 10), keyed by
+    /// category name (`violence`, `nsfw`, `custom.<name>`, ...); empty when no model ran.
+    pub scores: BTreeMap<String, f32>,
 }
 
 /// Media bytes fetched by the worker (never the user's URL).

@@ -73,6 +73,7 @@ pub(super) fn text_verdict(content: &str, policy: &Policy) -> Result<Verdict, Pr
         reason: reason(&answer, &hits)?,
         visual: None,
         custom,
+        scores: BTreeMap::new(),
     })
 }
 
@@ -106,6 +107,7 @@ pub(super) fn visual_verdict(content: &str, policy: &Policy) -> Result<Verdict, 
         reason: reason(&answer, &hits)?,
         visual: Some(visual),
         custom,
+        scores: BTreeMap::new(),
     })
 }
 

@@ -1,0 +1,150 @@
+//! The built-in models of the `local` provider (contract 10): text, NSFW and speech models read
+//! from `APP_MODEL_DIR`, loaded once per worker process and shared by all its jobs. Inference is
+//! CPU work: it runs on tokio's blocking threads through [`Inference`], a few at a time, never
+//! on the threads that drive the queue and the database.
+
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+use moderation_shared::runtime::StartupError;
+use tokio::sync::Semaphore;
+
+use crate::ModelSettings;
+
+/// Loads the built-in models at start-up, following `APP_LOCAL_MODELS`: a missing model is an
+/// error when they are required, else it is left out and [`Loader::finish`] warns once, naming
+/// `scripts/models`. Sets the gauge `classifier_model_loaded{model}` to 1 or 0 per model.
+pub struct Loader<'a> {
+    settings: &'a ModelSettings,
+    missing: Vec<PathBuf>,
+}
+
+impl<'a> Loader<'a> {
+    /// A loader reading from `settings.dir`.
+    pub fn new(settings: &'a ModelSettings) -> Self {
+        Self {
+            settings,
+            missing: Vec::new(),
+        }
+    }
+
+    /// Loads the model `name` with `load` (given the model directory) when every one of its
+    /// `files` (relative to that directory) is there. A file that is there but cannot be read
+    /// is an error in both modes: a broken model must not pass content silently.
+    pub fn load<T>(
+        &mut self,
+        name: &'static str,
+        files: &[&str],
+        load: impl FnOnce(&Path) -> anyhow::Result<T>,
+    ) -> Result<Option<T>, StartupError> {
+        let dir = &self.settings.dir;
+        if let Some(absent) = files
+            .iter()
+            .map(|file| dir.join(file))
+            .find(|p| !p.is_file())
+        {
+            metrics::gauge!("classifier_model_loaded", "model" => name).set(0.0);
+            if self.settings.required {
+                return Err(StartupError::Model {
+                    model: name,
+                    source: anyhow::anyhow!(
+                        "{} is missing (APP_LOCAL_MODELS=required): run scripts/models",
+                        absent.display()
+                    ),
+                });
+            }
+            self.missing.push(absent);
+            return Ok(None);
+        }
+        let model = load(dir).map_err(|source| StartupError::Model {
+            model: name,
+            source,
+        })?;
+        metrics::gauge!("classifier_model_loaded", "model" => name).set(1.0);
+        Ok(Some(model))
+    }
+
+    /// Warns once when a model was missing.
+    pub fn finish(self) {
+        if !self.missing.is_empty() {
+            let missing: Vec<String> = self
+                .missing
+                .iter()
+                .map(|path| path.display().to_string())
+                .collect();
+            tracing::warn!(
+                missing = %missing.join(", "),
+                "built-in models not found: content is judged by the lists and hash banks \
+                 alone for what they would cover; run scripts/models to install them"
+            );
+        }
+    }
+}
+
+/// A bounded pool for model inference: at most `slots` calls run at once (each on a blocking
+/// thread); the others wait their turn without holding a thread.
+#[derive(Debug, Clone)]
+pub struct Inference {
+    slots: Arc<Semaphore>,
+}
+
+/// Inference could not run: the blocking task panicked or the pool was shut down.
+#[derive(Debug, thiserror::Error)]
+#[error("model inference did not complete")]
+pub struct InferenceFailed;
+
+impl Inference {
+    /// A pool running at most `slots` (at least 1) inferences at once.
+    pub fn new(slots: usize) -> Self {
+        Self {
+            slots: Arc::new(Semaphore::new(slots.max(1))),
+        }
+    }
+
+    /// Runs `work` on a blocking thread once a slot is free, and returns its result.
+    pub async fn run<T, F>(&self, work: F) -> Result<T, InferenceFailed>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        let _slot = self.slots.acquire().await.map_err(|_| InferenceFailed)?;
+        tokio::task::spawn_blocking(work)
+            .await
+            .map_err(|_| InferenceFailed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn two_slots_run_two_at_once_and_never_more() {
+        let pool = Inference::new(2);
+        let running = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        // Each call waits for a partner: with fewer than two slots none would finish.
+        let pair = Arc::new(std::sync::Barrier::new(2));
+        let calls = (0..8).map(|_| {
+            let (running, most, pair) = (running.clone(), most.clone(), pair.clone());
+            pool.run(move || {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                pair.wait();
+                running.fetch_sub(1, Ordering::SeqCst);
+            })
+        });
+        let done = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            futures_util::future::join_all(calls),
+        )
+        .await
+        .expect("two calls ran at once");
+        assert!(done.iter().all(Result::is_ok));
+        assert_eq!(most.load(Ordering::SeqCst), 2);
+    }
+}
