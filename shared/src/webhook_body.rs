@@ -20,6 +20,8 @@ pub enum JobOutcome {
         reason: Option<String>,
         /// Category results: image and video always; any job with custom categories.
         categories: Option<serde_json::Value>,
+        /// The built-in models' scores (`{"category": number}`), when a model ran.
+        scores: Option<serde_json::Value>,
         /// Whether the NSFW check ran (`None` for kinds that never run it).
         nsfw_checked: Option<bool>,
     },
@@ -51,6 +53,8 @@ struct Decided<'a> {
     reason: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     categories: Option<&'a serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    scores: Option<&'a serde_json::Value>,
     completed_at: String,
     delivery_id: DeliveryId,
 }
@@ -83,6 +87,7 @@ pub fn body(
             is_prohibited,
             reason,
             categories,
+            scores,
             ..
         } => serde_json::to_vec(&Decided {
             job_id: job,
@@ -90,6 +95,7 @@ pub fn body(
             is_prohibited: *is_prohibited,
             reason: reason.as_deref().filter(|_| *is_prohibited),
             categories: categories.as_ref(),
+            scores: scores.as_ref(),
             completed_at,
             delivery_id,
         }),
@@ -121,6 +127,7 @@ mod tests {
             is_prohibited: false,
             reason: Some("ignored".into()),
             categories: None,
+            scores: None,
             nsfw_checked: None,
         };
         let body = body(
@@ -151,5 +158,27 @@ mod tests {
         assert_eq!(value["status"], "failed");
         assert_eq!(value["error"]["code"], "MEDIA_TOO_LARGE");
         assert!(value.get("is_prohibited").is_none());
+    }
+
+    #[test]
+    fn a_model_decision_carries_its_scores_after_the_categories() {
+        let outcome = JobOutcome::Decided {
+            is_prohibited: true,
+            reason: Some("The text model scored violence 0.912.".into()),
+            categories: None,
+            scores: Some(serde_json::json!({"violence": 0.912, "hate": 0.004})),
+            nsfw_checked: None,
+        };
+        let body = body(
+            JobId(Uuid::nil()),
+            &outcome,
+            datetime!(2026-01-01 00:00 UTC),
+            DeliveryId(Uuid::nil()),
+        );
+        let text = String::from_utf8(body).unwrap();
+        assert!(
+            text.contains(r#""reason":"The text model scored violence 0.912.","scores":{"hate":0.004,"violence":0.912},"completed_at""#),
+            "{text}"
+        );
     }
 }

@@ -124,6 +124,12 @@ pub struct JobView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(schema_with = categories_schema)]
     categories: Option<Value>,
+    /// The built-in models' scores in [0, 1] (3 decimals) of the categories a model scored
+    /// (`harassment`, `hate`, `violence`, `self_harm`, `sexual`, `nsfw`, `custom.<name>`);
+    /// absent when no model ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = scores_schema)]
+    scores: Option<Value>,
     /// Why it failed; present only on failed jobs.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
@@ -162,6 +168,25 @@ fn categories_schema() -> Object {
         .build()
 }
 
+/// The `scores` object: a number in [0, 1] per category a built-in model scored.
+fn scores_schema() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .description(Some(
+            "A score in [0, 1] (3 decimals) per category a built-in model scored: the text \
+             categories `harassment`, `hate`, `violence`, `self_harm`, `sexual`, the image and \
+             video category `nsfw`, and `custom.<name>` for custom categories judged by meaning.",
+        ))
+        .additional_properties(Some(AdditionalProperties::RefOr(
+            ObjectBuilder::new()
+                .schema_type(Type::Number)
+                .minimum(Some(0.0))
+                .maximum(Some(1.0))
+                .into(),
+        )))
+        .build()
+}
+
 impl From<Job> for JobView {
     fn from(job: Job) -> Self {
         let decided = job.status == JobStatus::Completed;
@@ -175,6 +200,7 @@ impl From<Job> for JobView {
             is_prohibited: prohibited,
             reason: job.reason.filter(|_| prohibited == Some(true)),
             categories: job.categories,
+            scores: job.scores.filter(|_| decided),
             error: (job.status == JobStatus::Failed).then(|| JobError {
                 code: job.error_code.unwrap_or(FailureCode::Internal).as_str(),
                 message: job

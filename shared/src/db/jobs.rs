@@ -37,6 +37,8 @@ pub struct Job {
     pub reason: Option<String>,
     /// Category results, when any ran.
     pub categories: Option<serde_json::Value>,
+    /// The built-in models' scores, when a model ran.
+    pub scores: Option<serde_json::Value>,
     /// Failure code, for failed jobs.
     pub error_code: Option<FailureCode>,
     /// Failure message, for failed jobs.
@@ -50,7 +52,7 @@ pub struct Job {
 }
 
 const COLUMNS: &str = "id, type, status, stage, attempts, is_prohibited, reason, categories, \
-                       error_code, error_message, created_at, updated_at, completed_at";
+                       scores, error_code, error_message, created_at, updated_at, completed_at";
 
 impl Job {
     fn from_row(row: &Row) -> Result<Self, DbError> {
@@ -63,6 +65,7 @@ impl Job {
             is_prohibited: row.get("is_prohibited"),
             reason: row.get("reason"),
             categories: row.get("categories"),
+            scores: row.get("scores"),
             error_code: super::parse_optional_word(row, "error_code")?,
             error_message: row.get("error_message"),
             created_at: row.get("created_at"),
@@ -302,13 +305,15 @@ pub async fn finish_many(
     let rows = client
         .query_typed(
             "UPDATE jobs SET status = r.status, stage = r.stage, is_prohibited = r.prohibited, \
-                    reason = r.reason, categories = r.categories, nsfw_checked = r.nsfw, \
-                    error_code = r.code, error_message = r.message, claim_token = r.token, \
+                    reason = r.reason, categories = r.categories, scores = r.scores, \
+                    nsfw_checked = r.nsfw, error_code = r.code, error_message = r.message, \
+                    claim_token = r.token, \
                     locked_until = NULL, completed_at = now(), updated_at = now() \
              FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bool[], $5::text[], \
-                         $6::jsonb[], $7::bool[], $8::text[], $9::text[], $10::uuid[]) \
+                         $6::jsonb[], $7::bool[], $8::text[], $9::text[], $10::uuid[], \
+                         $11::jsonb[]) \
                   WITH ORDINALITY AS r(id, status, stage, prohibited, reason, categories, nsfw, \
-                                       code, message, token, ord) \
+                                       code, message, token, scores, ord) \
              WHERE jobs.id = r.id AND jobs.status IN ('queued', 'processing') \
              RETURNING r.ord, jobs.account_id, jobs.created_at, jobs.completed_at, \
                        coalesce(jobs.webhook_url, \
@@ -325,6 +330,7 @@ pub async fn finish_many(
                 (&columns.codes, Type::TEXT_ARRAY),
                 (&columns.messages, Type::TEXT_ARRAY),
                 (&columns.tokens, Type::UUID_ARRAY),
+                (&columns.scores, Type::JSONB_ARRAY),
             ],
         )
         .await?;
@@ -411,6 +417,7 @@ struct FinishColumns<'a> {
     prohibited: Vec<Option<bool>>,
     reasons: Vec<Option<&'a str>>,
     categories: Vec<Option<&'a serde_json::Value>>,
+    scores: Vec<Option<&'a serde_json::Value>>,
     nsfw: Vec<Option<bool>>,
     codes: Vec<Option<&'static str>>,
     messages: Vec<Option<&'a str>>,
@@ -426,6 +433,7 @@ impl<'a> FinishColumns<'a> {
                 is_prohibited,
                 reason,
                 categories,
+                scores,
                 nsfw_checked,
             } => {
                 self.statuses.push(JobStatus::Completed.as_str());
@@ -434,6 +442,7 @@ impl<'a> FinishColumns<'a> {
                 self.reasons
                     .push(reason.as_deref().filter(|_| *is_prohibited));
                 self.categories.push(categories.as_ref());
+                self.scores.push(scores.as_ref());
                 self.nsfw.push(*nsfw_checked);
                 self.codes.push(None);
                 self.messages.push(None);
@@ -444,6 +453,7 @@ impl<'a> FinishColumns<'a> {
                 self.prohibited.push(None);
                 self.reasons.push(None);
                 self.categories.push(None);
+                self.scores.push(None);
                 self.nsfw.push(None);
                 self.codes.push(Some(code.as_str()));
                 self.messages.push(Some(message));

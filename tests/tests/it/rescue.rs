@@ -101,6 +101,7 @@ async fn finish(app: &TestApp, job: JobId, token: ClaimToken) -> Option<Option<u
             is_prohibited: false,
             reason: None,
             categories: None,
+            scores: None,
             nsfw_checked: None,
         },
     };

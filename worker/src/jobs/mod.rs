@@ -9,7 +9,7 @@
 //! (`processing → queued`) while it has tries left; the relay puts it back on the queue after
 //! its grace time, which spaces the retries out.
 
-use std::{sync::Arc, time::Instant};
+use std::{collections::BTreeMap, sync::Arc, time::Instant};
 
 use apalis_core::task::data::Data;
 use moderation_shared::{
@@ -205,8 +205,21 @@ fn decided(modality: Modality, job: &ClaimedJob, verdict: Verdict) -> JobOutcome
         is_prohibited: verdict.prohibited,
         reason: verdict.reason.filter(|_| verdict.prohibited),
         categories: (!categories.is_empty()).then(|| categories.into()),
+        scores: scores(&verdict.scores),
         nsfw_checked: visual_kind.then_some(job.nsfw_check),
     }
+}
+
+/// The stored `scores`: each model score to 3 decimals; `None` when no model ran.
+fn scores(scores: &BTreeMap<String, f32>) -> Option<serde_json::Value> {
+    let rounded: serde_json::Map<String, serde_json::Value> = scores
+        .iter()
+        .filter_map(|(category, score)| {
+            let score = (f64::from(score.clamp(0.0, 1.0)) * 1000.0).round() / 1000.0;
+            serde_json::Number::from_f64(score).map(|n| (category.clone(), n.into()))
+        })
+        .collect();
+    (!rounded.is_empty()).then(|| rounded.into())
 }
 
 /// The stage a claimed job starts in: media is fetched first; text goes straight to the
@@ -215,5 +228,24 @@ fn first_stage(modality: Modality) -> JobStage {
     match modality {
         Modality::Text => JobStage::Classifying,
         Modality::Image | Modality::Video | Modality::Audio => JobStage::Fetching,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scores_are_kept_to_three_decimals_within_zero_and_one() {
+        let scores = super::scores(&BTreeMap::from([
+            ("violence".to_owned(), 0.912_345),
+            ("hate".to_owned(), 0.000_4),
+            ("nsfw".to_owned(), 1.2),
+        ]));
+        assert_eq!(
+            scores,
+            Some(serde_json::json!({"hate": 0.0, "nsfw": 1.0, "violence": 0.912}))
+        );
+        assert_eq!(super::scores(&BTreeMap::new()), None);
     }
 }

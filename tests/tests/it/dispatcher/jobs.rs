@@ -17,6 +17,7 @@ async fn finish(app: &TestApp, job: uuid::Uuid) -> Option<moderation_shared::db:
         is_prohibited: true,
         reason: Some("violence".into()),
         categories: None,
+        scores: Some(serde_json::json!({"violence": 0.912, "hate": 0.0})),
         nsfw_checked: None,
     };
     let result = moderation_shared::db::jobs::JobResult {
@@ -100,6 +101,10 @@ async fn the_target_is_the_requests_url_else_the_global_one_and_none_after_the_g
     assert_eq!(body["status"], "completed");
     assert_eq!(body["is_prohibited"], true);
     assert_eq!(body["reason"], "violence");
+    assert_eq!(
+        body["scores"],
+        serde_json::json!({"violence": 0.912, "hate": 0.0})
+    );
     assert_eq!(body["delivery_id"], header(&own, "webhook-id"));
     assert_eq!(finished_later.delivery_id, None);
     assert_eq!(receiver.received().len(), 2);
@@ -135,6 +140,21 @@ async fn a_job_finished_twice_completes_once_with_one_delivery() {
         .unwrap()
         .get(0);
     assert_eq!(deliveries, 1);
+    let view: Value = app
+        .client
+        .get(app.url(&format!("/api/v1/job/{job}")))
+        .bearer_auth(&key.key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        view["scores"],
+        serde_json::json!({"violence": 0.912, "hate": 0.0}),
+        "the job object carries the scores its webhook had: {view}"
+    );
 }
 
 #[tokio::test]
@@ -176,6 +196,7 @@ async fn one_batch_naming_a_job_twice_claims_and_finishes_it_once_and_answers_in
         is_prohibited: false,
         reason: None,
         categories: None,
+        scores: None,
         nsfw_checked: None,
     };
     let tx = client.transaction().await.unwrap();
