@@ -150,8 +150,8 @@ for entry in "${pages[@]}"; do
   name=${entry%%|*}
   path=${entry#*|}
   args=()
-  for _ in $(seq 1 "$REQUESTS"); do args+=("$base$path"); done
-  curl -sS -b "$jar" -o /dev/null \
+  for _ in $(seq 1 "$REQUESTS"); do args+=(-o /dev/null "$base$path"); done
+  curl -sS -b "$jar" \
     -w '%{http_code} %{time_starttransfer} %header{server-timing}\n' "${args[@]}" \
     >"$work/times"
   bad=$(awk '$1 != 200' "$work/times" | head -1)

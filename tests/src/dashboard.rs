@@ -174,3 +174,11 @@ pub fn location(res: &Response) -> String {
         .unwrap_or_default()
         .to_owned()
 }
+
+/// The path of the page's `Older …` link (`data-testid="next-page"`), unescaped; `None` on the
+/// last page.
+pub fn next_page(html: &str) -> Option<String> {
+    let (before, _) = html.split_once(r#"data-testid="next-page""#)?;
+    let href = before.rsplit_once(r#"href=""#)?.1.split('"').next()?;
+    Some(href.replace("&#38;", "&").replace("&amp;", "&"))
+}

@@ -164,7 +164,8 @@ fn identifier_hash(fields: &Fields) -> Result<ClientHash, String> {
     } else {
         raw.to_owned()
     };
-    ClientHash::parse(&hex).map_err(|e| format!("The identifier's SHA-256 {e}."))
+    ClientHash::parse(&hex)
+        .map_err(|e| format!("The identifier must be an email address or its SHA-256, which {e}."))
 }
 
 async fn report(
