@@ -40,7 +40,7 @@ impl Fields {
             .map(|(_, v)| v.as_str())
     }
 
-    fn parse(body: &[u8]) -> Self {
+    pub(crate) fn parse(body: &[u8]) -> Self {
         Self(url::form_urlencoded::parse(body).into_owned().collect())
     }
 }

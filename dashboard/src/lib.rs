@@ -8,6 +8,7 @@
 //! ([`headers`]).
 
 pub mod chart;
+pub mod cursor;
 pub mod error;
 pub mod form;
 pub mod headers;

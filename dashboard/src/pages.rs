@@ -9,8 +9,10 @@ use time::{format_description::well_known::Rfc3339, macros::format_description, 
 
 use crate::error::DashboardError;
 
-/// An instant shown in UTC: `<time datetime=... title="UTC">`. Its markup is made here from a
-/// timestamp alone, so templates print it unescaped.
+/// An instant: `<time datetime=... title="... UTC">` showing the UTC time, which the
+/// embedded script (`static/local-time.js`) rewrites to the viewer's time zone; the title
+/// keeps the UTC time on hover, and without the script the page shows UTC. Its markup is made
+/// here from a timestamp alone, so templates print it unescaped.
 #[derive(Debug, Clone, Copy)]
 pub struct Stamp(pub OffsetDateTime);
 
@@ -25,7 +27,7 @@ impl fmt::Display for Stamp {
             .map_err(|_| fmt::Error)?;
         write!(
             f,
-            r#"<time datetime="{iso}" title="UTC">{shown} UTC</time>"#
+            r#"<time datetime="{iso}" title="{shown} UTC">{shown} UTC</time>"#
         )
     }
 }
@@ -69,7 +71,7 @@ mod tests {
         let at = time::macros::datetime!(2026-11-23 23:05:09 +01:00);
         assert_eq!(
             Stamp(at).to_string(),
-            r#"<time datetime="2026-11-23T22:05:09Z" title="UTC">2026-11-23 22:05:09 UTC</time>"#
+            r#"<time datetime="2026-11-23T22:05:09Z" title="2026-11-23 22:05:09 UTC">2026-11-23 22:05:09 UTC</time>"#
         );
     }
 }

@@ -5,6 +5,7 @@ use moderation_shared::{
     config::{env_bool, env_or, env_raw, ConfigError, DatabaseSettings, RedisSettings},
     crypto::SealingKey,
     limits::LimitSettings,
+    registry::RegistryKey,
     url_guard::UrlGuard,
 };
 
@@ -30,6 +31,9 @@ pub struct DashboardSettings {
     pub url_guard: UrlGuard,
     /// `APP_ENCRYPTION_KEY` (required): opens and seals webhook signing secrets.
     pub encryption_key: SealingKey,
+    /// `APP_REGISTRY_KEY` (required, the api's): the key of stored registry identifiers, for
+    /// members' reports and checks.
+    pub registry_key: RegistryKey,
 }
 
 impl DashboardSettings {
@@ -48,6 +52,7 @@ impl DashboardSettings {
             limits: LimitSettings::from_env()?,
             url_guard: UrlGuard::system(env_bool("APP_ALLOW_PRIVATE_URLS", false)?),
             encryption_key: SealingKey::from_env()?,
+            registry_key: RegistryKey::from_env()?,
         })
     }
 
@@ -56,6 +61,7 @@ impl DashboardSettings {
         database: DatabaseSettings,
         redis: RedisSettings,
         encryption_key: SealingKey,
+        registry_key: RegistryKey,
     ) -> Self {
         Self {
             database,
@@ -67,6 +73,7 @@ impl DashboardSettings {
             limits: LimitSettings::default(),
             url_guard: UrlGuard::system(false),
             encryption_key,
+            registry_key,
         }
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use metrics_exporter_prometheus::PrometheusHandle;
 use moderation_shared::{
     client_ip::TrustedProxies, crypto::SealingKey, db::Pool, limits::Limiter, queue::JobQueue,
-    url_guard::UrlGuard,
+    redis_conn::RedisConn, registry::RegistryKey, url_guard::UrlGuard,
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -27,6 +27,10 @@ pub struct AppState {
     pub url_guard: UrlGuard,
     /// Opens and seals webhook signing secrets.
     pub encryption_key: SealingKey,
+    /// Turns a member's identifier hashes into stored registry identifiers, as the api does.
+    pub registry_key: RegistryKey,
+    /// Redis, for the registry's daily check quota (shared with the api).
+    pub redis: RedisConn,
     /// An Argon2id hash no password matches: a sign-in for an unknown address verifies
     /// against it, so both take as long.
     pub decoy_hash: String,

@@ -28,7 +28,8 @@ pub struct TestUser {
 }
 
 impl TestApp {
-    /// Starts a dashboard on this app's database and Redis namespace.
+    /// Starts a dashboard on this app's database and Redis namespace. Its registry key is its
+    /// own (the api's is not kept): entries it reports match its own checks.
     pub async fn spawn_dashboard(&self) -> TestDashboard {
         self.spawn_dashboard_with(|_| {}).await
     }
@@ -42,6 +43,7 @@ impl TestApp {
             self.db.settings.clone(),
             self.redis.clone(),
             self.encryption_key.clone(),
+            moderation_shared::registry::RegistryKey::random().expect("random key"),
         );
         // Loopback receivers and media servers.
         settings.url_guard = moderation_shared::url_guard::UrlGuard::system(true);
@@ -171,4 +173,12 @@ pub fn location(res: &Response) -> String {
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_owned()
+}
+
+/// The path of the page's `Older …` link (`data-testid="next-page"`), unescaped; `None` on the
+/// last page.
+pub fn next_page(html: &str) -> Option<String> {
+    let (before, _) = html.split_once(r#"data-testid="next-page""#)?;
+    let href = before.rsplit_once(r#"href=""#)?.1.split('"').next()?;
+    Some(href.replace("&#38;", "&").replace("&amp;", "&"))
 }

@@ -14,6 +14,7 @@ use serde::Deserialize;
 use time::{macros::format_description, Date, Duration, OffsetDateTime};
 
 use crate::{
+    cursor,
     error::DashboardError,
     nav::Nav,
     pages::{render, stamp_or_dash, Stamp},
@@ -38,7 +39,8 @@ struct ListQuery {
     kind: Option<String>,
     from: Option<String>,
     until: Option<String>,
-    page: Option<u32>,
+    /// Where the page starts: the `next` cursor of the page before.
+    after: Option<String>,
 }
 
 impl ListQuery {
@@ -70,8 +72,21 @@ impl ListQuery {
         })
     }
 
-    /// The query string of page `page` with the same filters.
-    fn with_page(&self, page: u32) -> String {
+    /// The position the page starts after, or why the cursor is wrong.
+    fn after(&self) -> Result<Option<jobs::Position>, String> {
+        blank_to_none(&self.after)
+            .map(|raw| {
+                cursor::decode(raw)
+                    .map(|(at, id)| (at, JobId(id)))
+                    .ok_or_else(|| {
+                        "This page link is broken: start from the first page.".to_owned()
+                    })
+            })
+            .transpose()
+    }
+
+    /// The query string of the same filters, starting after `after` when given.
+    fn with_after(&self, after: Option<&str>) -> String {
         let mut out = url::form_urlencoded::Serializer::new(String::new());
         for (name, value) in [
             ("status", &self.status),
@@ -83,7 +98,9 @@ impl ListQuery {
                 out.append_pair(name, value);
             }
         }
-        out.append_pair("page", &page.to_string());
+        if let Some(after) = after {
+            out.append_pair("after", after);
+        }
         out.finish()
     }
 }
@@ -123,8 +140,8 @@ struct JobsPage {
     from: String,
     until: String,
     rows: Vec<JobRow>,
-    page: u32,
-    previous: Option<String>,
+    /// The first page with the same filters, when this is not it.
+    first: Option<String>,
     next: Option<String>,
     filtered: bool,
 }
@@ -142,15 +159,20 @@ async fn list(
     session: Session,
     query: web::Query<ListQuery>,
 ) -> Result<HttpResponse, DashboardError> {
-    let page = query.page.unwrap_or(1).max(1);
-    let (rows, more, error) = match query.search() {
-        Ok(search) => {
+    let page_size = usize::try_from(PAGE_SIZE).unwrap_or(usize::MAX);
+    let (rows, next, error) = match query.search().and_then(|s| Ok((s, query.after()?))) {
+        Ok((search, after)) => {
             let client = state.pool.get().await.map_err(anyhow::Error::from)?;
-            let offset = i64::from(page - 1) * PAGE_SIZE;
+            // One more than shown tells whether another page exists.
             let mut jobs =
-                jobs::search(&client, session.account(), &search, offset, PAGE_SIZE + 1).await?;
-            let more = jobs.len() > usize::try_from(PAGE_SIZE).unwrap_or(usize::MAX);
-            jobs.truncate(usize::try_from(PAGE_SIZE).unwrap_or(usize::MAX));
+                jobs::search(&client, session.account(), &search, after, PAGE_SIZE + 1).await?;
+            let next = (jobs.len() > page_size)
+                .then(|| {
+                    jobs.truncate(page_size);
+                    jobs.last()
+                        .map(|j| query.with_after(Some(&cursor::encode(j.created_at, j.id.0))))
+                })
+                .flatten();
             let rows = jobs
                 .iter()
                 .map(|job| JobRow {
@@ -161,9 +183,9 @@ async fn list(
                     created: Stamp(job.created_at),
                 })
                 .collect();
-            (rows, more, None)
+            (rows, next, None)
         }
-        Err(error) => (Vec::new(), false, Some(error)),
+        Err(error) => (Vec::new(), None, Some(error)),
     };
     let chosen = |value: &Option<String>, v: &str| blank_to_none(value) == Some(v);
     render(&JobsPage {
@@ -186,9 +208,8 @@ async fn list(
         from: blank_to_none(&query.from).unwrap_or_default().to_owned(),
         until: blank_to_none(&query.until).unwrap_or_default().to_owned(),
         rows,
-        page,
-        previous: (page > 1).then(|| query.with_page(page - 1)),
-        next: more.then(|| query.with_page(page + 1)),
+        first: blank_to_none(&query.after).map(|_| query.with_after(None)),
+        next,
         filtered: [&query.status, &query.kind, &query.from, &query.until]
             .into_iter()
             .any(|v| blank_to_none(v).is_some()),
@@ -218,6 +239,36 @@ impl From<Attempt> for AttemptRow {
     }
 }
 
+/// A model score of a job, as the page shows it.
+#[derive(Debug, PartialEq)]
+struct ScoreRow {
+    name: String,
+    /// From 0 to 1.
+    value: f64,
+    /// The value with two decimals.
+    shown: String,
+}
+
+/// The rows of a job's `scores` (an object of name to number), by name; anything that is not
+/// a number is left out.
+fn score_rows(scores: Option<&serde_json::Value>) -> Vec<ScoreRow> {
+    let Some(serde_json::Value::Object(scores)) = scores else {
+        return Vec::new();
+    };
+    let mut rows: Vec<ScoreRow> = scores
+        .iter()
+        .filter_map(|(name, value)| {
+            value.as_f64().map(|value| ScoreRow {
+                name: name.clone(),
+                value,
+                shown: format!("{value:.2}"),
+            })
+        })
+        .collect();
+    rows.sort_by(|a, b| a.name.cmp(&b.name));
+    rows
+}
+
 #[derive(Template)]
 #[template(path = "job.html")]
 struct JobPage {
@@ -229,6 +280,7 @@ struct JobPage {
     created: Stamp,
     completed: String,
     categories: Option<String>,
+    scores: Vec<ScoreRow>,
     error_code: String,
     delivery: Option<Delivery>,
     delivery_state: &'static str,
@@ -288,6 +340,9 @@ async fn detail(
             .categories
             .as_ref()
             .and_then(|c| serde_json::to_string_pretty(c).ok()),
+        // The job row's `scores` column (migration V013) is not on this branch yet: once it
+        // is, this is `score_rows(job.scores.as_ref())`.
+        scores: score_rows(None),
         error_code: job
             .error_code
             .map(|c| c.as_str().to_owned())
@@ -298,4 +353,32 @@ async fn detail(
         attempts: attempts.into_iter().map(AttemptRow::from).collect(),
         job,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scores_are_listed_by_name_and_non_numbers_left_out() {
+        let scores = serde_json::json!({"violence": 0.126, "harassment": 0.9, "note": "x"});
+        let rows = score_rows(Some(&scores));
+        assert_eq!(
+            rows,
+            [
+                ScoreRow {
+                    name: "harassment".to_owned(),
+                    value: 0.9,
+                    shown: "0.90".to_owned()
+                },
+                ScoreRow {
+                    name: "violence".to_owned(),
+                    value: 0.126,
+                    shown: "0.13".to_owned()
+                },
+            ]
+        );
+        assert!(score_rows(None).is_empty());
+        assert!(score_rows(Some(&serde_json::json!([0.5]))).is_empty());
+    }
 }

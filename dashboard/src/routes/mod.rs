@@ -9,6 +9,7 @@ use moderation_shared::telemetry;
 
 use crate::{error::DashboardError, state::AppState};
 
+pub mod deliveries;
 pub mod export;
 pub mod jobs;
 pub mod keys;
@@ -22,10 +23,13 @@ pub mod webhooks;
 
 /// The embedded stylesheet.
 const STYLESHEET: &str = include_str!("../../static/dashboard.css");
+/// The embedded script showing timestamps in the viewer's time zone (pages work without it).
+const LOCAL_TIME_SCRIPT: &str = include_str!("../../static/local-time.js");
 
 /// Registers every route.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/static/dashboard.css", web::get().to(stylesheet))
+        .route("/static/local-time.js", web::get().to(local_time_script))
         .route("/metrics", web::get().to(metrics))
         .configure(sign_in::configure)
         .configure(overview::configure)
@@ -33,6 +37,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .configure(jobs::configure)
         .configure(submit::configure)
         .configure(webhooks::configure)
+        .configure(deliveries::configure)
         .configure(policy::configure)
         .configure(export::configure)
         .configure(registry::configure)
@@ -45,6 +50,13 @@ async fn stylesheet() -> HttpResponse {
         .content_type("text/css; charset=utf-8")
         .insert_header((header::CACHE_CONTROL, "public, max-age=3600"))
         .body(STYLESHEET)
+}
+
+async fn local_time_script() -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/javascript; charset=utf-8")
+        .insert_header((header::CACHE_CONTROL, "public, max-age=3600"))
+        .body(LOCAL_TIME_SCRIPT)
 }
 
 /// Prometheus text, like every process of the fleet.

@@ -30,6 +30,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/policy", web::get().to(show))
         .route("/policy/categories", web::post().to(create_category))
         .route(
+            "/policy/categories/{id}/edit",
+            web::post().to(edit_category),
+        )
+        .route(
             "/policy/categories/{id}/toggle",
             web::post().to(toggle_category),
         )
@@ -43,8 +47,29 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 impl From<InvalidPolicy> for DashboardError {
     fn from(err: InvalidPolicy) -> Self {
-        DashboardError::BadRequest(format!("{}.", err.0))
+        DashboardError::BadRequest(sentence(&err))
     }
+}
+
+/// A category form refused: shown again with its values and what is wrong.
+#[derive(Debug, Default)]
+struct Refused {
+    /// The id of the category edited; `None` for the form adding one.
+    category: Option<CustomCategoryId>,
+    message: String,
+    name: String,
+    description: String,
+    keywords: String,
+}
+
+/// A category as the page lists it, with its edit form's values.
+struct CategoryRow {
+    category: CustomCategoryRow,
+    /// The edit form's description and keywords: the stored ones, or the refused ones.
+    description: String,
+    keywords: String,
+    /// What was wrong with its edit, which is then open.
+    error: Option<String>,
 }
 
 #[derive(Template)]
@@ -52,8 +77,10 @@ impl From<InvalidPolicy> for DashboardError {
 struct PolicyPage {
     nav: Option<Nav>,
     csrf: String,
-    categories: Vec<CustomCategoryRow>,
+    categories: Vec<CategoryRow>,
     terms: Vec<String>,
+    /// The add form refused, if it was.
+    create: Option<Refused>,
 }
 
 async fn show(
@@ -61,15 +88,53 @@ async fn show(
     session: Session,
 ) -> Result<HttpResponse, DashboardError> {
     session.require(Scope::SettingsManage)?;
+    page(&state, &session, None).await
+}
+
+/// The page, with a refused form shown again (answered 400).
+async fn page(
+    state: &AppState,
+    session: &Session,
+    refused: Option<Refused>,
+) -> Result<HttpResponse, DashboardError> {
     let client = state.pool.get().await.map_err(anyhow::Error::from)?;
     let categories = custom_categories::list(&client, session.account()).await?;
     let terms = blocklist::terms(&client, session.account()).await?;
-    render(&PolicyPage {
+    let refused_any = refused.is_some();
+    let (create, mut edit) = match refused {
+        Some(r) if r.category.is_some() => (None, Some(r)),
+        other => (other, None),
+    };
+    let categories = categories
+        .into_iter()
+        .map(
+            |category| match edit.take_if(|r| r.category == Some(category.id)) {
+                Some(r) => CategoryRow {
+                    category,
+                    description: r.description,
+                    keywords: r.keywords,
+                    error: Some(r.message),
+                },
+                None => CategoryRow {
+                    description: category.description.clone(),
+                    keywords: category.keywords.join("\n"),
+                    error: None,
+                    category,
+                },
+            },
+        )
+        .collect();
+    let mut res = render(&PolicyPage {
         nav: Some(session.nav("policy")),
         csrf: session.csrf.clone(),
         categories,
         terms,
-    })
+        create,
+    })?;
+    if refused_any {
+        *res.status_mut() = actix_web::http::StatusCode::BAD_REQUEST;
+    }
+    Ok(res)
 }
 
 /// Keywords or terms typed one a line or separated by commas.
@@ -90,9 +155,20 @@ async fn create_category(
     session.require(Scope::SettingsManage)?;
     let name = fields.get("name").unwrap_or_default();
     let description = fields.get("description").unwrap_or_default();
-    policy_input::check_name(name)?;
-    policy_input::check_description(description)?;
-    let keywords = policy_input::clean_keywords(split_list(fields.get("keywords")))?;
+    let refuse = |message: String| Refused {
+        category: None,
+        message,
+        name: name.to_owned(),
+        description: description.to_owned(),
+        keywords: fields.get("keywords").unwrap_or_default().to_owned(),
+    };
+    let checked = policy_input::check_name(name)
+        .and_then(|()| policy_input::check_description(description))
+        .and_then(|()| policy_input::clean_keywords(split_list(fields.get("keywords"))));
+    let keywords = match checked {
+        Ok(keywords) => keywords,
+        Err(err) => return page(&state, &session, Some(refuse(sentence(&err)))).await,
+    };
     let mut client = state.pool.get().await.map_err(anyhow::Error::from)?;
     let tx = client.transaction().await.map_err(anyhow::Error::from)?;
     let new = NewCategory {
@@ -101,20 +177,68 @@ async fn create_category(
         keywords: &keywords,
         enabled: true,
     };
-    match custom_categories::insert(&tx, session.account(), &new).await? {
-        Inserted::Created(_) => tx.commit().await.map_err(anyhow::Error::from)?,
-        Inserted::DuplicateName => {
-            return Err(DashboardError::BadRequest(format!(
-                "A category named {name:?} exists already."
-            )))
+    let message = match custom_categories::insert(&tx, session.account(), &new).await? {
+        Inserted::Created(_) => {
+            tx.commit().await.map_err(anyhow::Error::from)?;
+            return Ok(see_other("/policy"));
         }
-        Inserted::LimitReached => {
-            return Err(DashboardError::BadRequest(format!(
-                "An account may have at most {} custom categories.",
-                custom_categories::MAX_PER_ACCOUNT
-            )))
-        }
+        Inserted::DuplicateName => format!("A category named {name:?} exists already."),
+        Inserted::LimitReached => format!(
+            "An account may have at most {} custom categories.",
+            custom_categories::MAX_PER_ACCOUNT
+        ),
+    };
+    drop(tx);
+    drop(client);
+    page(&state, &session, Some(refuse(message))).await
+}
+
+/// A rule broken, as a sentence.
+fn sentence(err: &InvalidPolicy) -> String {
+    let mut text = err.0.clone();
+    if let Some(first) = text.get(..1) {
+        text.replace_range(..1, &first.to_uppercase());
     }
+    format!("{text}.")
+}
+
+/// Changes a category's description and keywords, checked as the api's PATCH checks them; a
+/// refused edit is shown again in its form.
+async fn edit_category(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    posted: Posted,
+) -> Result<HttpResponse, DashboardError> {
+    let Posted { session, fields } = posted;
+    session.require(Scope::SettingsManage)?;
+    let id = category_id(&path)?;
+    let description = fields.get("description").unwrap_or_default();
+    let checked = policy_input::check_description(description)
+        .and_then(|()| policy_input::clean_keywords(split_list(fields.get("keywords"))));
+    let keywords = match checked {
+        Ok(keywords) => keywords,
+        Err(err) => {
+            let refused = Refused {
+                category: Some(id),
+                message: sentence(&err),
+                name: String::new(),
+                description: description.to_owned(),
+                keywords: fields.get("keywords").unwrap_or_default().to_owned(),
+            };
+            return page(&state, &session, Some(refused)).await;
+        }
+    };
+    let mut client = state.pool.get().await.map_err(anyhow::Error::from)?;
+    let tx = client.transaction().await.map_err(anyhow::Error::from)?;
+    let change = CategoryChange {
+        description: Some(description),
+        keywords: Some(&keywords),
+        enabled: None,
+    };
+    custom_categories::update(&tx, session.account(), id, &change)
+        .await?
+        .ok_or(DashboardError::NotFound)?;
+    tx.commit().await.map_err(anyhow::Error::from)?;
     Ok(see_other("/policy"))
 }
 

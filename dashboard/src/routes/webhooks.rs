@@ -1,32 +1,23 @@
-//! Webhook settings: the global URL, the signing secrets (listed, revealed on request,
-//! rotated), and the delivery log with resend and recover.
+//! Webhook settings: the global URL and the signing secrets (listed, revealed on request,
+//! rotated). The delivery log is `deliveries`.
 
 use std::time::Duration;
 
 use actix_web::{web, HttpResponse};
 use askama::Template;
 use moderation_shared::{
-    clock,
-    db::{
-        delivery_log::{self, Delivery, Filter, Resend},
-        webhooks::{self, SigningSecret, WebhookStoreError, ROTATION_GRACE_HOURS},
-    },
-    domain::DeliveryId,
+    db::webhooks::{self, SigningSecret, WebhookStoreError, ROTATION_GRACE_HOURS},
     url_guard::UrlUse,
 };
-use time::{macros::format_description, PrimitiveDateTime};
 
 use crate::{
     error::DashboardError,
-    form::{Fields, Posted},
+    form::Posted,
     nav::Nav,
     pages::{render, see_other, stamp_or_dash, Stamp},
     session::Session,
     state::AppState,
 };
-
-/// Deliveries shown in the log.
-const LOG_LIMIT: i64 = 50;
 
 /// Registers the routes.
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -34,9 +25,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/webhooks/url", web::post().to(set_url))
         .route("/webhooks/url/clear", web::post().to(clear_url))
         .route("/webhooks/secrets/reveal", web::post().to(reveal))
-        .route("/webhooks/secrets/rotate", web::post().to(rotate))
-        .route("/webhooks/recover", web::post().to(recover))
-        .route("/deliveries/{id}/resend", web::post().to(resend));
+        .route("/webhooks/secrets/rotate", web::post().to(rotate));
 }
 
 impl From<WebhookStoreError> for DashboardError {
@@ -56,13 +45,6 @@ struct SecretRow {
     value: Option<String>,
 }
 
-struct DeliveryRow {
-    delivery: Delivery,
-    state: &'static str,
-    created: Stamp,
-    finished: String,
-}
-
 #[derive(Template)]
 #[template(path = "webhooks.html")]
 struct WebhooksPage {
@@ -71,22 +53,13 @@ struct WebhooksPage {
     url: Option<String>,
     secrets: Vec<SecretRow>,
     revealed: bool,
-    recovered: Option<i64>,
     grace_hours: u64,
-    deliveries: Vec<DeliveryRow>,
-}
-
-/// The page's query string: how many deliveries a recover just restarted.
-#[derive(Debug, Default, serde::Deserialize)]
-struct Shown {
-    recovered: Option<i64>,
 }
 
 async fn page(
     state: &AppState,
     session: &Session,
     reveal: bool,
-    recovered: Option<i64>,
 ) -> Result<HttpResponse, DashboardError> {
     let client = state.pool.get().await.map_err(anyhow::Error::from)?;
     let url = webhooks::get_url(&client, session.account()).await?;
@@ -100,40 +73,21 @@ async fn page(
             value: reveal.then_some(secret),
         })
         .collect();
-    let deliveries = delivery_log::list(
-        &client,
-        session.account(),
-        &Filter::default(),
-        None,
-        LOG_LIMIT,
-    )
-    .await?
-    .into_iter()
-    .map(|delivery| DeliveryRow {
-        state: delivery.state.as_str(),
-        created: Stamp(delivery.created_at),
-        finished: stamp_or_dash(delivery.finished_at),
-        delivery,
-    })
-    .collect();
     render(&WebhooksPage {
         nav: Some(session.nav("webhooks")),
         csrf: session.csrf.clone(),
         url,
         secrets,
         revealed: reveal,
-        recovered,
         grace_hours: ROTATION_GRACE_HOURS,
-        deliveries,
     })
 }
 
 async fn show(
     state: web::Data<AppState>,
     session: Session,
-    shown: web::Query<Shown>,
 ) -> Result<HttpResponse, DashboardError> {
-    page(&state, &session, false, shown.recovered).await
+    page(&state, &session, false).await
 }
 
 /// Answers with the values shown, on this one page (a POST, so the values are in no URL and
@@ -142,7 +96,7 @@ async fn reveal(
     state: web::Data<AppState>,
     posted: Posted,
 ) -> Result<HttpResponse, DashboardError> {
-    page(&state, &posted.session, true, None).await
+    page(&state, &posted.session, true).await
 }
 
 async fn set_url(
@@ -183,63 +137,4 @@ async fn rotate(
     tx.commit().await.map_err(anyhow::Error::from)?;
     tracing::info!(account = %posted.session.account(), "Webhook secret rotated from the dashboard");
     Ok(see_other("/webhooks"))
-}
-
-/// A UTC date-time of the recover form (`datetime-local` sends no zone).
-fn instant(fields: &Fields, name: &str) -> Result<Option<time::OffsetDateTime>, DashboardError> {
-    fields
-        .get(name)
-        .map(|raw| {
-            PrimitiveDateTime::parse(
-                raw,
-                format_description!("[year]-[month]-[day]T[hour]:[minute]"),
-            )
-            .or_else(|_| {
-                PrimitiveDateTime::parse(
-                    raw,
-                    format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]"),
-                )
-            })
-            .map(PrimitiveDateTime::assume_utc)
-            .map_err(|_| DashboardError::BadRequest(format!("{raw:?} is not a date and time.")))
-        })
-        .transpose()
-}
-
-async fn recover(
-    state: web::Data<AppState>,
-    posted: Posted,
-) -> Result<HttpResponse, DashboardError> {
-    let since = instant(&posted.fields, "since")?.ok_or_else(|| {
-        DashboardError::BadRequest("Enter when the window to recover starts.".to_owned())
-    })?;
-    let until = instant(&posted.fields, "until")?.unwrap_or_else(clock::now);
-    if until <= since {
-        return Err(DashboardError::BadRequest(
-            "The window must end after it starts.".to_owned(),
-        ));
-    }
-    let client = state.pool.get().await.map_err(anyhow::Error::from)?;
-    let count =
-        delivery_log::request_recover(&client, posted.session.account(), since, until).await?;
-    tracing::info!(account = %posted.session.account(), count, "Deliveries recovered from the dashboard");
-    Ok(see_other(&format!("/webhooks?recovered={count}")))
-}
-
-async fn resend(
-    state: web::Data<AppState>,
-    path: web::Path<String>,
-    posted: Posted,
-) -> Result<HttpResponse, DashboardError> {
-    let id: DeliveryId = path.parse().map_err(|_| DashboardError::NotFound)?;
-    let client = state.pool.get().await.map_err(anyhow::Error::from)?;
-    match delivery_log::request_resend(&client, posted.session.account(), id).await? {
-        Resend::Requested(delivery) => Ok(see_other(&format!("/jobs/{}", delivery.job_id))),
-        Resend::StillPending => Err(DashboardError::BadRequest(
-            "This delivery is still pending: its schedule is running. Resend it once it has \
-             finished."
-                .to_owned(),
-        )),
-        Resend::NotFound => Err(DashboardError::NotFound),
-    }
 }

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use serde::Deserialize;
 use time::OffsetDateTime;
 use tokio_postgres::{
-    types::{Json, Type},
+    types::{Json, ToSql, Type},
     Row,
 };
 
@@ -229,42 +229,101 @@ pub struct Search {
     pub until: Option<OffsetDateTime>,
 }
 
-/// Jobs of `account` matching `search`, newest first, skipping `offset`, at most `limit`.
-/// The dashboard pages by offset: its pages are few and its links must survive a reload.
+/// A position in the dashboard's list: the last (`created_at`, id) of the previous page.
+pub type Position = (OffsetDateTime, JobId);
+
+/// Jobs of `account` matching `search`, newest first, after `after`, at most `limit`.
+///
+/// Only the filters given reach the statement, so each page is read in order from an index
+/// and stops after `limit` rows: `jobs_account_status_idx` with a status,
+/// `jobs_account_created_idx` (backwards) without; a type or date filter narrows that scan.
+/// [`search_plan`] shows the plan.
 pub async fn search(
     client: &impl GenericClient,
     account: AccountId,
     search: &Search,
-    offset: i64,
+    after: Option<Position>,
     limit: i64,
 ) -> Result<Vec<Job>, DbError> {
-    let status = search.status.map(JobStatus::as_str);
-    let stmt = client
-        .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM jobs \
-             WHERE account_id = $1 \
-               AND ($2::text IS NULL OR status = $2) \
-               AND ($3::text IS NULL OR type = $3) \
-               AND ($4::timestamptz IS NULL OR created_at >= $4) \
-               AND ($5::timestamptz IS NULL OR created_at < $5) \
-             ORDER BY created_at DESC, id DESC OFFSET $6 LIMIT $7"
-        ))
-        .await?;
-    let rows = client
-        .query(
-            &stmt,
-            &[
-                &account.0,
-                &status,
-                &search.kind,
-                &search.from,
-                &search.until,
-                &offset,
-                &limit,
-            ],
-        )
-        .await?;
+    let page = SearchPage::new(account, search, after, limit);
+    let stmt = client.prepare_cached(&page.sql("")).await?;
+    let rows = client.query(&stmt, &page.params()).await?;
     rows.iter().map(Job::from_row).collect()
+}
+
+/// The plan Postgres chooses for a page of [`search`], as `EXPLAIN` prints it.
+pub async fn search_plan(
+    client: &impl GenericClient,
+    account: AccountId,
+    search: &Search,
+    after: Option<Position>,
+    limit: i64,
+) -> Result<String, DbError> {
+    let page = SearchPage::new(account, search, after, limit);
+    let rows = client.query(&page.sql("EXPLAIN "), &page.params()).await?;
+    Ok(rows
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .collect::<Vec<_>>()
+        .join("\n"))
+}
+
+/// The statement of one page of [`search`] and its parameters.
+struct SearchPage {
+    params: Vec<Box<dyn ToSql + Sync + Send>>,
+    conditions: String,
+}
+
+impl SearchPage {
+    fn new(account: AccountId, search: &Search, after: Option<Position>, limit: i64) -> Self {
+        let mut params: Vec<Box<dyn ToSql + Sync + Send>> =
+            vec![Box::new(account.0), Box::new(limit)];
+        let mut conditions = vec!["account_id = $1".to_owned()];
+        let mut add = |param: Box<dyn ToSql + Sync + Send>, condition: &str| {
+            params.push(param);
+            conditions.push(condition.replace('?', &format!("${}", params.len())));
+        };
+        if let Some(status) = search.status {
+            add(Box::new(status.as_str()), "status = ?");
+        }
+        if let Some(kind) = &search.kind {
+            add(Box::new(kind.clone()), "type = ?");
+        }
+        if let Some(from) = search.from {
+            add(Box::new(from), "created_at >= ?");
+        }
+        if let Some(until) = search.until {
+            add(Box::new(until), "created_at < ?");
+        }
+        if let Some((at, id)) = after {
+            params.push(Box::new(at));
+            params.push(Box::new(id.0));
+            conditions.push(format!(
+                "(created_at, id) < (${}, ${})",
+                params.len() - 1,
+                params.len()
+            ));
+        }
+        Self {
+            params,
+            conditions: conditions.join(" AND "),
+        }
+    }
+
+    fn sql(&self, prefix: &str) -> String {
+        format!(
+            "{prefix}SELECT {COLUMNS} FROM jobs WHERE {} \
+             ORDER BY created_at DESC, id DESC LIMIT $2",
+            self.conditions
+        )
+    }
+
+    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        self.params
+            .iter()
+            .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+            .collect()
+    }
 }
 
 /// What [`finish_many`] did.

@@ -222,3 +222,212 @@ async fn a_person_sees_neither_staff_pages_nor_another_accounts_job() {
     assert!(browser.source().await.contains(&other.to_string()));
     browser.screenshot("staff-accounts").await;
 }
+
+/// The value of a JavaScript expression on the page.
+async fn evaluate(browser: &Browser, expression: &str) -> serde_json::Value {
+    browser
+        .client
+        .execute(&format!("return {expression};"), Vec::new())
+        .await
+        .unwrap_or_else(|e| panic!("{expression}: {e}"))
+}
+
+#[tokio::test]
+#[ignore = "browser tier: scripts/test runs it with chromedriver"]
+async fn members_report_and_check_edit_a_category_page_the_log_and_submit_a_chat() {
+    let app = spawn_app().await;
+    let dashboard = app.spawn_dashboard().await;
+    let reporter = app.registry_member().await;
+    let checker = app.registry_member().await;
+    let reporting = app.create_user(reporter.account, false).await;
+    let checking = app.create_user(checker.account, false).await;
+    let client = app.db.pool.get().await.unwrap();
+    // 55 delivered webhooks of completed jobs, a minute apart.
+    client
+        .execute(
+            "WITH j AS (INSERT INTO jobs (id, account_id, type, status, stage, content, \
+                                         is_prohibited, created_at, updated_at, completed_at) \
+                        SELECT gen_random_uuid(), $1, 'text', 'completed', 'done', 'x', false, \
+                               t, t, t \
+                        FROM generate_series(timestamptz '2026-05-01', \
+                                             timestamptz '2026-05-01 00:54', \
+                                             interval '1 minute') AS t \
+                        RETURNING id, created_at) \
+             INSERT INTO deliveries (id, job_id, account_id, target_url, body, state, \
+                                     attempts, schedule_attempts, created_at, finished_at, \
+                                     last_status_code) \
+             SELECT gen_random_uuid(), id, $1, 'https://hooks.example.com/x', '\\x7b7d', \
+                    'delivered', 1, 1, created_at, created_at, 200 FROM j",
+            &[&reporter.account.0],
+        )
+        .await
+        .unwrap();
+    let browser = open_browser().await;
+    sign_in(&browser, &dashboard, &reporting).await;
+
+    // Report a banned user by email address.
+    browser.goto(&dashboard.url("/registry")).await;
+    browser.screenshot("registry-empty").await;
+    browser
+        .css("#report-identifier")
+        .await
+        .send_keys("Jane.Saoirse@gmail.com")
+        .await
+        .unwrap();
+    browser
+        .css("#report-category option[value=payment_fraud]")
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser
+        .css("#report-case")
+        .await
+        .send_keys("case 42")
+        .await
+        .unwrap();
+    browser
+        .css("input[name=attest_human_review]")
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser.click_button("Report").await;
+    assert!(browser.source().await.contains("a new entry was made"));
+    assert_eq!(browser.all(r#"[data-testid="entry-row"]"#).await.len(), 1);
+    browser.screenshot("registry-reported").await;
+
+    // Timestamps: the script shows local time; the title keeps UTC.
+    let stamp = browser.css("time[datetime]").await;
+    assert_eq!(
+        stamp.attr("data-local").await.unwrap().as_deref(),
+        Some("true")
+    );
+    let title = stamp.attr("title").await.unwrap().unwrap_or_default();
+    assert!(title.ends_with(" UTC"), "{title}");
+    assert_ne!(
+        stamp.text().await.unwrap(),
+        title,
+        "the text is the local time"
+    );
+
+    // Keyboard: Tab reaches the check form's input, with a visible focus ring.
+    browser.css("body").await.send_keys("").await.unwrap();
+    let mut reached = false;
+    for _ in 0..40 {
+        browser
+            .client
+            .active_element()
+            .await
+            .unwrap()
+            .send_keys("\u{e004}")
+            .await
+            .unwrap();
+        if evaluate(&browser, "document.activeElement.id").await == "check-identifier" {
+            reached = true;
+            break;
+        }
+    }
+    assert!(reached, "the check form is reachable by Tab");
+    let outline = evaluate(
+        &browser,
+        "getComputedStyle(document.activeElement).outlineStyle",
+    )
+    .await;
+    assert_ne!(outline, "none", "focus is visible");
+    browser.screenshot("registry-keyboard-focus").await;
+
+    // Category: add, then edit its description and keywords; a blank description is explained.
+    browser.goto(&dashboard.url("/policy")).await;
+    browser
+        .input_labelled("Name (a-z, 0-9 and _)")
+        .await
+        .send_keys("gambling")
+        .await
+        .unwrap();
+    browser
+        .input_labelled("Description")
+        .await
+        .send_keys("Betting")
+        .await
+        .unwrap();
+    browser.click_button("Add category").await;
+    browser
+        .css("details.edit summary")
+        .await
+        .click()
+        .await
+        .unwrap();
+    let description = browser.css("details.edit textarea[name=description]").await;
+    description.clear().await.unwrap();
+    description.send_keys("   ").await.unwrap();
+    browser.click_button("Save changes").await;
+    assert!(browser
+        .source()
+        .await
+        .contains("Description must be 1 to 2000 characters"));
+    browser.screenshot("policy-edit-error").await;
+    let description = browser.css("details.edit textarea[name=description]").await;
+    description.clear().await.unwrap();
+    description.send_keys("Betting and casinos").await.unwrap();
+    browser.click_button("Save changes").await;
+    assert!(browser.source().await.contains("Betting and casinos"));
+    browser.screenshot("policy-edited").await;
+
+    // The delivery log: a filter, then the next page by its cursor.
+    browser
+        .goto(&dashboard.url("/deliveries?status=delivered"))
+        .await;
+    assert_eq!(
+        browser.all(r#"[data-testid="delivery-row"]"#).await.len(),
+        50
+    );
+    browser.screenshot("deliveries").await;
+    browser
+        .css(r#"[data-testid="next-page"]"#)
+        .await
+        .click()
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(20), "the next page", || async {
+        (browser.all(r#"[data-testid="delivery-row"]"#).await.len() == 5).then_some(())
+    })
+    .await;
+    browser.screenshot("deliveries-next-page").await;
+    browser.resize(390, 844).await;
+    browser.screenshot("deliveries-phone").await;
+    browser.resize(1280, 900).await;
+
+    // A chat.
+    browser.goto(&dashboard.url("/submit")).await;
+    browser
+        .css("#messages")
+        .await
+        .send_keys("system: Be brief.\nuser: Hello there")
+        .await
+        .unwrap();
+    browser.click_button("Submit chat").await;
+    assert!(browser.path().await.starts_with("/jobs/"));
+    browser.screenshot("job-chat").await;
+
+    // Another member checks the address: one signal.
+    browser.click_button("Sign out").await;
+    sign_in(&browser, &dashboard, &checking).await;
+    browser.goto(&dashboard.url("/registry")).await;
+    browser
+        .css("#check-identifier")
+        .await
+        .send_keys("janesaoirse@gmail.com")
+        .await
+        .unwrap();
+    browser.click_button("Check").await;
+    let answer = browser.css(r#"[data-testid="check-answer"]"#).await;
+    assert_eq!(
+        answer.attr("data-match").await.unwrap().as_deref(),
+        Some("true")
+    );
+    assert_eq!(browser.all(r#"[data-testid="signal-row"]"#).await.len(), 1);
+    browser.screenshot("registry-check-match").await;
+    browser.resize(390, 844).await;
+    browser.screenshot("registry-phone").await;
+}

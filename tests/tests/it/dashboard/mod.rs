@@ -7,6 +7,7 @@ mod jobs;
 mod keys;
 mod overview;
 mod policy;
+mod registry;
 mod session;
 mod users;
 mod webhooks;

@@ -111,3 +111,112 @@ async fn members_see_and_revoke_their_registry_entries_and_others_cannot() {
     let after = visitor.page("/registry").await;
     assert!(after.contains("revoked (reported by mistake)"), "{after}");
 }
+
+#[tokio::test]
+async fn a_categorys_description_and_keywords_are_edited_and_errors_stay_in_the_form() {
+    let app = spawn_app().await;
+    let dashboard = app.spawn_dashboard().await;
+    let account = app.create_account().await;
+    let key = app
+        .create_key(
+            account,
+            Some(&[moderation_shared::domain::Scope::SettingsManage]),
+        )
+        .await;
+    let visitor = dashboard
+        .signed_in(&app.create_user(account, false).await)
+        .await;
+    visitor
+        .post(
+            "/policy",
+            "/policy/categories",
+            &[
+                ("name", "gambling"),
+                ("description", "Betting"),
+                ("keywords", "bet"),
+            ],
+        )
+        .await;
+    let categories = |key| {
+        let app = &app;
+        async move {
+            let body: serde_json::Value = app
+                .get("/api/v1/custom-categories", key)
+                .await
+                .json()
+                .await
+                .unwrap();
+            body["categories"][0].clone()
+        }
+    };
+    let id = categories(&key).await["id"].as_str().unwrap().to_owned();
+    let edit = format!("/policy/categories/{id}/edit");
+    let too_many = (0..=moderation_shared::policy_input::MAX_KEYWORDS)
+        .map(|i| format!("kw{i}"))
+        .collect::<Vec<_>>()
+        .join("\n");
+
+    let edited = visitor
+        .post(
+            "/policy",
+            &edit,
+            &[
+                ("description", "Betting, casinos and lotteries"),
+                ("keywords", "casino\nlottery, casino"),
+            ],
+        )
+        .await;
+    let blank = visitor
+        .post(
+            "/policy",
+            &edit,
+            &[("description", "   "), ("keywords", "keep me")],
+        )
+        .await;
+    let over = visitor
+        .post(
+            "/policy",
+            &edit,
+            &[("description", "ok"), ("keywords", &too_many)],
+        )
+        .await;
+    let unknown = visitor
+        .post(
+            "/policy",
+            &format!("/policy/categories/{}/edit", uuid::Uuid::new_v4()),
+            &[("description", "x")],
+        )
+        .await;
+
+    assert_eq!(edited.status(), 303);
+    let stored = categories(&key).await;
+    assert_eq!(stored["description"], "Betting, casinos and lotteries");
+    assert_eq!(stored["keywords"], serde_json::json!(["casino", "lottery"]));
+    assert_eq!(stored["enabled"], true, "an edit leaves the state alone");
+    assert_eq!(blank.status(), 400);
+    let blank = blank.text().await.unwrap();
+    assert!(
+        blank.contains(&format!(r#"id="edit-error-{id}""#)),
+        "{blank}"
+    );
+    assert!(
+        blank.contains("Description must be 1 to 2000 characters"),
+        "{blank}"
+    );
+    assert!(
+        blank.contains(">keep me</textarea>"),
+        "the form keeps what was typed"
+    );
+    assert!(
+        blank.contains("<details class=\"edit\" open>"),
+        "the refused form is open"
+    );
+    assert_eq!(over.status(), 400);
+    assert!(over.text().await.unwrap().contains("keywords"));
+    assert_eq!(unknown.status(), 404);
+    assert_eq!(
+        categories(&key).await["description"],
+        "Betting, casinos and lotteries",
+        "refused edits change nothing"
+    );
+}

@@ -171,13 +171,53 @@ async fn every_answer_carries_the_security_headers() {
         assert!(csp.contains("frame-ancestors 'none'"), "{path}: {csp}");
         assert!(csp.contains("default-src 'none'"), "{path}: {csp}");
         assert!(csp.contains("style-src 'self'"), "{path}: {csp}");
+        assert!(csp.contains("script-src 'self'"), "{path}: {csp}");
         assert!(!csp.contains("unsafe-inline"), "{path}: {csp}");
+        assert!(header("server-timing").starts_with("app;dur="), "{path}");
         assert_eq!(header("x-content-type-options"), "nosniff", "{path}");
         assert_eq!(header("referrer-policy"), "no-referrer", "{path}");
     }
     let page = visitor.page("/login").await;
-    assert!(!page.contains("<script"), "no script at all");
+    let scripts: Vec<&str> = page.split("<script").skip(1).collect();
+    assert_eq!(scripts.len(), 1, "{page}");
+    assert!(
+        scripts[0].starts_with(r#" src="/static/local-time.js" defer></script>"#),
+        "only the embedded file, no inline script: {page}"
+    );
     assert!(!page.contains("style="), "no inline style");
+    let script = visitor.get("/static/local-time.js").await;
+    assert_eq!(script.status(), 200);
+    assert!(script.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/javascript"));
+    assert!(script.text().await.unwrap().contains("time[datetime]"));
+}
+
+#[tokio::test]
+async fn timestamps_carry_their_utc_instant_and_a_utc_title() {
+    let app = spawn_app().await;
+    let dashboard = app.spawn_dashboard().await;
+    let account = app.create_account().await;
+    let job = moderation_tests::fixtures::JobRow::new(
+        account,
+        "text",
+        "x",
+        time::macros::datetime!(2026-03-01 12:34:56 UTC),
+    );
+    job.insert(&app.db.pool).await;
+    let visitor = dashboard
+        .signed_in(&app.create_user(account, false).await)
+        .await;
+
+    let page = visitor.page(&format!("/jobs/{}", job.id)).await;
+
+    assert!(
+        page.contains(
+            r#"<time datetime="2026-03-01T12:34:56Z" title="2026-03-01 12:34:56 UTC">2026-03-01 12:34:56 UTC</time>"#
+        ),
+        "{page}"
+    );
 }
 
 #[tokio::test]
