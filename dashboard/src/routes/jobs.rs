@@ -340,9 +340,7 @@ async fn detail(
             .categories
             .as_ref()
             .and_then(|c| serde_json::to_string_pretty(c).ok()),
-        // The job row's `scores` column (migration V013) is not on this branch yet: once it
-        // is, this is `score_rows(job.scores.as_ref())`.
-        scores: score_rows(None),
+        scores: score_rows(job.scores.as_ref()),
         error_code: job
             .error_code
             .map(|c| c.as_str().to_owned())
