@@ -49,7 +49,12 @@ fn score_file(model: &NsfwModel, path: &str) -> anyhow::Result<f32> {
 }
 
 /// Images scored per second by `threads` threads over about `seconds`.
-fn bench(model: &NsfwModel, images: &[Vec<u8>], threads: usize, seconds: f64) -> anyhow::Result<f64> {
+fn bench(
+    model: &NsfwModel,
+    images: &[Vec<u8>],
+    threads: usize,
+    seconds: f64,
+) -> anyhow::Result<f64> {
     score_encoded(model, &images[..1]).map_err(|f| anyhow::anyhow!("{f}"))?;
     let done = AtomicU64::new(0);
     let until = Duration::from_secs_f64(seconds);

@@ -65,7 +65,11 @@ impl NsfwModel {
         let output = outputs
             .first()
             .ok_or_else(|| anyhow::anyhow!("the model gave no output"))?;
-        let probabilities: Vec<f32> = output.to_plain_array_view::<f32>()?.iter().copied().collect();
+        let probabilities: Vec<f32> = output
+            .to_plain_array_view::<f32>()?
+            .iter()
+            .copied()
+            .collect();
         match probabilities.as_slice() {
             [_sfw, nsfw] => Ok(nsfw.clamp(0.0, 1.0)),
             other => anyhow::bail!("expected [sfw, nsfw], got {} values", other.len()),
@@ -119,7 +123,7 @@ pub fn verdict(mut banked: Verdict, score: f32, threshold: f32) -> Verdict {
 }
 
 /// The model's input for `image`: a 1x224x224x3 tensor (see the module documentation).
-pub fn preprocess(image: &RgbImage) -> anyhow::Result<Tensor> {
+pub fn preprocess(image: &RgbImage) -> tract_onnx::prelude::TractResult<Tensor> {
     let resized = resize_bilinear(image, RESIZE, RESIZE);
     let offset = (RESIZE - CROP) / 2;
     let mut values = Vec::with_capacity((CROP * CROP * 3) as usize);
@@ -133,10 +137,7 @@ pub fn preprocess(image: &RgbImage) -> anyhow::Result<Tensor> {
             ]);
         }
     }
-    Ok(Tensor::from_shape(
-        &[1, CROP as usize, CROP as usize, 3],
-        &values,
-    )?)
+    Tensor::from_shape(&[1, CROP as usize, CROP as usize, 3], &values)
 }
 
 /// Pillow's fixed-point precision for 8-bit images (`Resample.c`).
@@ -257,7 +258,10 @@ mod tests {
         assert_eq!(verdict.visual.unwrap().nsfw, Some(true));
         assert_eq!(verdict.scores.get("nsfw"), Some(&0.8));
         let reason = verdict.reason.unwrap();
-        assert!(reason.contains("nsfw") && reason.contains("0.800"), "{reason}");
+        assert!(
+            reason.contains("nsfw") && reason.contains("0.800"),
+            "{reason}"
+        );
     }
 
     #[test]
@@ -306,11 +310,20 @@ mod tests {
     fn preprocessing_crops_the_centre_in_bgr_minus_the_means() {
         let image = RgbImage::from_fn(256, 256, |x, y| {
             let inside = (16..240).contains(&x) && (16..240).contains(&y);
-            image::Rgb(if inside { [10, 20, 30] } else { [255, 255, 255] })
+            image::Rgb(if inside {
+                [10, 20, 30]
+            } else {
+                [255, 255, 255]
+            })
         });
         let tensor = preprocess(&image).unwrap();
         assert_eq!(tensor.shape(), &[1, 224, 224, 3]);
-        let values: Vec<f32> = tensor.to_plain_array_view::<f32>().unwrap().iter().copied().collect();
+        let values: Vec<f32> = tensor
+            .to_plain_array_view::<f32>()
+            .unwrap()
+            .iter()
+            .copied()
+            .collect();
         assert!(values
             .chunks(3)
             .all(|p| p == [30.0 - 104.0, 20.0 - 117.0, 10.0 - 123.0]));

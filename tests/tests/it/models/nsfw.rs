@@ -57,7 +57,11 @@ fn safe_square() -> Vec<u8> {
 /// A horizontal gradient, not square, to exercise resizing in both directions.
 fn gradient() -> Vec<u8> {
     png(&image::RgbImage::from_fn(397, 181, |x, y| {
-        image::Rgb([(x % 256) as u8, (y * 255 / 180) as u8, ((x + y) % 256) as u8])
+        image::Rgb([
+            (x % 256) as u8,
+            (y * 255 / 180) as u8,
+            ((x + y) % 256) as u8,
+        ])
     }))
 }
 
@@ -161,10 +165,9 @@ struct Fleet {
 }
 
 async fn nsfw_fleet(nsfw_check: bool) -> Fleet {
-    let app = spawn_app_with(|s| {
-        s.url_guard = moderation_shared::url_guard::UrlGuard::system(true)
-    })
-    .await;
+    let app =
+        spawn_app_with(|s| s.url_guard = moderation_shared::url_guard::UrlGuard::system(true))
+            .await;
     let key = app
         .account_with_key(Some(&[
             Scope::ModerateImage,
@@ -215,7 +218,9 @@ async fn an_image_over_the_threshold_is_rejected_and_a_safe_photo_passes() {
     let fleet = nsfw_fleet(true).await;
     let expected = format!("{:.3}", score(&model(), skin_square()));
 
-    let skin = fleet.run("image", "skin.png", skin_square(), "image/png").await;
+    let skin = fleet
+        .run("image", "skin.png", skin_square(), "image/png")
+        .await;
     let safe = fleet
         .run(
             "image",
@@ -249,7 +254,9 @@ async fn an_image_over_the_threshold_is_rejected_and_a_safe_photo_passes() {
 async fn with_the_nsfw_check_off_an_image_gets_no_nsfw_category() {
     let fleet = nsfw_fleet(false).await;
 
-    let skin = fleet.run("image", "skin.png", skin_square(), "image/png").await;
+    let skin = fleet
+        .run("image", "skin.png", skin_square(), "image/png")
+        .await;
 
     assert_eq!(skin["status"], "completed", "{skin}");
     assert_eq!(skin["is_prohibited"], false);
@@ -270,7 +277,12 @@ async fn a_video_takes_the_score_of_its_highest_frame() {
         let frame = if i < 10 { safe_square() } else { skin_square() };
         std::fs::write(dir.join(format!("frame{i:03}.png")), frame).unwrap();
     }
-    let mixed = ffmpeg(&dir, &["-framerate", "10", "-i", "frame%03d.png"], "png", "mixed.mkv");
+    let mixed = ffmpeg(
+        &dir,
+        &["-framerate", "10", "-i", "frame%03d.png"],
+        "png",
+        "mixed.mkv",
+    );
     let safe = ffmpeg(
         &dir,
         &["-framerate", "10", "-i", "frame%03d.png", "-frames:v", "10"],
@@ -279,8 +291,12 @@ async fn a_video_takes_the_score_of_its_highest_frame() {
     );
     let expected = format!("{:.3}", score(&model(), skin_square()));
 
-    let mixed = fleet.run("video", "mixed.mkv", mixed, "video/x-matroska").await;
-    let safe = fleet.run("video", "safe.mkv", safe, "video/x-matroska").await;
+    let mixed = fleet
+        .run("video", "mixed.mkv", mixed, "video/x-matroska")
+        .await;
+    let safe = fleet
+        .run("video", "safe.mkv", safe, "video/x-matroska")
+        .await;
 
     assert_eq!(mixed["status"], "completed", "{mixed}");
     assert_eq!(mixed["is_prohibited"], true);
@@ -304,7 +320,9 @@ async fn a_video_without_frames_is_unsupported_media() {
         "tone.mp4",
     );
 
-    let job = fleet.run("video", "tone.mp4", audio_only, "video/mp4").await;
+    let job = fleet
+        .run("video", "tone.mp4", audio_only, "video/mp4")
+        .await;
 
     assert_eq!(job["status"], "failed", "{job}");
     assert_eq!(job["error"]["code"], "MEDIA_UNSUPPORTED");

@@ -115,10 +115,8 @@ async fn run(
     let work = async {
         let (mut out, mut err) = (Vec::new(), Vec::new());
         let (mut stdout, mut stderr) = (stdout.take(max_stdout + 1), stderr.take(MAX_STDERR));
-        let (read_out, read_err) = tokio::join!(
-            stdout.read_to_end(&mut out),
-            stderr.read_to_end(&mut err),
-        );
+        let (read_out, read_err) =
+            tokio::join!(stdout.read_to_end(&mut out), stderr.read_to_end(&mut err),);
         read_out?;
         read_err?;
         if out.len() as u64 > max_stdout {
