@@ -3,6 +3,7 @@
 //!
 //!     nsfw_bench MODEL_DIR scores IMAGE...                one JSON list of scores
 //!     nsfw_bench MODEL_DIR bench THREADS SECONDS IMAGE... images/s (decode, preprocess, infer)
+//!     nsfw_bench MODEL_DIR video VIDEO                    frames sampled and the highest score
 //!
 //! `bench` runs THREADS threads, each scoring the images in turn, on one loaded model.
 
@@ -13,12 +14,12 @@ use std::{
 };
 
 use anyhow::Context;
-use moderation_worker::models::nsfw::{score_encoded, NsfwModel};
+use moderation_worker::models::nsfw::{frames, score_encoded, NsfwModel};
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [dir, mode, rest @ ..] = args.as_slice() else {
-        anyhow::bail!("usage: nsfw_bench MODEL_DIR scores|bench ...");
+        anyhow::bail!("usage: nsfw_bench MODEL_DIR scores|bench|video ...");
     };
     let model = NsfwModel::load(Path::new(dir))?;
     match (mode.as_str(), rest) {
@@ -38,7 +39,16 @@ fn main() -> anyhow::Result<()> {
                 .collect::<anyhow::Result<Vec<Vec<u8>>>>()?;
             println!("{:.2}", bench(&model, &images, threads, seconds)?);
         }
-        _ => anyhow::bail!("usage: nsfw_bench MODEL_DIR scores|bench ..."),
+        ("video", [path]) => {
+            let bytes = std::fs::read(path).with_context(|| path.clone())?;
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let frames = runtime.block_on(frames::sample(&bytes))?;
+            let score = score_encoded(&model, &frames).map_err(|f| anyhow::anyhow!("{f}"))?;
+            println!("{} frames, highest score {score}", frames.len());
+        }
+        _ => anyhow::bail!("usage: nsfw_bench MODEL_DIR scores|bench|video ..."),
     }
     Ok(())
 }
