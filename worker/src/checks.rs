@@ -1,4 +1,5 @@
-//! What every job's steps share: the account policies, the media fetcher and the provider.
+//! What every job's steps share: the account policies, the media fetcher, the provider and the
+//! built-in models.
 
 use std::sync::Arc;
 
@@ -18,13 +19,17 @@ use crate::{
     },
     failure::Failure,
     fetch::MediaFetcher,
+    models::{
+        nsfw::{self, NsfwModel},
+        Inference, Loader,
+    },
     policy::{AccountPolicy, PolicyCache},
     ClassifierSettings, WorkerSettings,
 };
 
 /// Which provider decides what the blocklists and hash banks let through.
 pub enum Provider {
-    /// Built in: the blocklists and hash banks alone decide; no network.
+    /// Built in, no network: the blocklists and hash banks, then the built-in models found.
     Local,
     /// An OpenAI-compatible model server.
     OpenAi(Box<OpenAiProvider>),
@@ -37,6 +42,12 @@ pub struct Checks {
     policies: PolicyCache,
     fetcher: MediaFetcher,
     provider: Provider,
+    /// The NSFW model of the local provider, when it is installed and images or videos are
+    /// worked on.
+    nsfw: Option<NsfwModel>,
+    /// `APP_NSFW_THRESHOLD`.
+    nsfw_threshold: f32,
+    inference: Inference,
 }
 
 impl Checks {
@@ -55,11 +66,27 @@ impl Checks {
                     .map_err(|e| StartupError::HttpClient(e.into()))?,
             )),
         };
+        let visual = settings
+            .modalities
+            .iter()
+            .any(|m| matches!(m, Modality::Image | Modality::Video));
+        let mut loader = Loader::new(&settings.models);
+        let nsfw = match provider {
+            Provider::Local if visual => {
+                loader.load("nsfw", &[nsfw::MODEL_FILE], NsfwModel::load)?
+            }
+            _ => None,
+        };
+        loader.finish();
+        let slots = std::thread::available_parallelism().map_or(1, usize::from);
         Ok(Self {
             pool,
             policies: PolicyCache::new(),
             fetcher,
             provider,
+            nsfw,
+            nsfw_threshold: settings.nsfw_threshold,
+            inference: Inference::new(slots),
         })
     }
 
@@ -120,6 +147,39 @@ impl Checks {
         Ok(verdict)
     }
 
+    /// The NSFW model's check of an image or video the hash banks let through (`banked`, their
+    /// verdict), when the account's NSFW check is on and the model is installed: the score sets
+    /// `categories.nsfw` (true at or above `APP_NSFW_THRESHOLD`, which rejects) and
+    /// `scores.nsfw`. A video's score is the highest of its sampled frames.
+    pub async fn check_nsfw(
+        &self,
+        job: &ClaimedJob,
+        modality: Modality,
+        media: &crate::classify::Media,
+        policy: &AccountPolicy,
+        banked: Verdict,
+    ) -> Result<Verdict, Failure> {
+        let Some(model) = self.nsfw.clone().filter(|_| policy.policy.nsfw_check) else {
+            return Ok(banked);
+        };
+        self.set_stage(job, JobStage::Classifying).await?;
+        let images = match modality {
+            Modality::Video => nsfw::frames::sample(&media.bytes)
+                .await
+                .map_err(frames_failure)?
+                .into_iter()
+                .map(bytes::Bytes::from)
+                .collect(),
+            _ => vec![media.bytes.clone()],
+        };
+        let score = self
+            .inference
+            .run(move || nsfw::score_encoded(&model, &images))
+            .await
+            .map_err(|_| Failure::transient(FailureCode::Internal, "The NSFW model failed."))??;
+        Ok(nsfw::verdict(banked, score, self.nsfw_threshold))
+    }
+
     /// The visual check of an image or video the hash banks let through.
     pub async fn check_visual(
         &self,
@@ -139,5 +199,30 @@ impl Checks {
             .reason
             .map(|reason| scrub::scrub(&reason, "", policy));
         Ok(verdict)
+    }
+}
+
+/// The failure of a video whose frames could not be sampled.
+fn frames_failure(err: nsfw::frames::FramesError) -> Failure {
+    use nsfw::frames::FramesError;
+    match err {
+        FramesError::NoFrames(_) => {
+            tracing::info!(error = %err, "No frames sampled from a video");
+            Failure::permanent(
+                FailureCode::MediaUnsupported,
+                "The video has no frames that could be decoded.",
+            )
+        }
+        FramesError::TooLarge | FramesError::Timeout(_) => {
+            tracing::info!(error = %err, "Sampling a video's frames was cut short");
+            Failure::permanent(
+                FailureCode::MediaUnsupported,
+                "The video's frames could not be sampled within the limits.",
+            )
+        }
+        FramesError::Io(_) => {
+            tracing::warn!(error = %err, "Sampling a video's frames failed");
+            Failure::transient(FailureCode::Internal, "Sampling the video's frames failed.")
+        }
     }
 }

@@ -39,6 +39,7 @@ mod settings;
 
 pub use settings::{
     ClassifierSettings, Concurrency, ModelSettings, WorkerSettings, DEFAULT_CONCURRENCY,
+    DEFAULT_NSFW_THRESHOLD,
 };
 
 use checks::Checks;

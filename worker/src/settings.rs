@@ -4,7 +4,7 @@ use std::{collections::BTreeMap, net::SocketAddr, path::PathBuf, time::Duration}
 
 use moderation_shared::{
     config::{
-        env_bool, env_millis, env_raw, extra_ca_pem_from_env, metrics_addr, ConfigError,
+        env_bool, env_millis, env_or, env_raw, extra_ca_pem_from_env, metrics_addr, ConfigError,
         DatabaseSettings, RedisSettings,
     },
     domain::Modality,
@@ -13,6 +13,10 @@ use moderation_shared::{
 };
 
 use crate::classify::openai::OpenAiSettings;
+
+/// `APP_NSFW_THRESHOLD` when unset: the NSFW score at or above which an image or video is
+/// rejected (docs/models-nsfw.md gives the scores it was chosen from).
+pub const DEFAULT_NSFW_THRESHOLD: f32 = 0.8;
 
 /// Concurrency per modality when `APP_WORKER_CONCURRENCY` does not name it.
 pub const DEFAULT_CONCURRENCY: usize = 8;
@@ -76,6 +80,9 @@ pub struct WorkerSettings {
     pub classifier: ClassifierSettings,
     /// Where the built-in models are and whether they must be there.
     pub models: ModelSettings,
+    /// `APP_NSFW_THRESHOLD`: the NSFW model's score, in [0, 1], at or above which an image or
+    /// video is NSFW (default [`DEFAULT_NSFW_THRESHOLD`]).
+    pub nsfw_threshold: f32,
 }
 
 /// `APP_MODEL_DIR` and `APP_LOCAL_MODELS` (contract 10).
@@ -143,6 +150,7 @@ impl WorkerSettings {
             media_timeout: env_millis("APP_MEDIA_TIMEOUT_MS", Duration::from_secs(120), 1..)?,
             classifier,
             models: ModelSettings::from_env()?,
+            nsfw_threshold: nsfw_threshold_from_env()?,
         })
     }
 
@@ -165,8 +173,21 @@ impl WorkerSettings {
                 dir: default_model_dir(),
                 required: false,
             },
+            nsfw_threshold: DEFAULT_NSFW_THRESHOLD,
         }
     }
+}
+
+/// Reads `APP_NSFW_THRESHOLD`, a number from 0 to 1.
+fn nsfw_threshold_from_env() -> Result<f32, ConfigError> {
+    let threshold = env_or("APP_NSFW_THRESHOLD", DEFAULT_NSFW_THRESHOLD)?;
+    if !(0.0..=1.0).contains(&threshold) {
+        return Err(ConfigError::new(
+            "APP_NSFW_THRESHOLD",
+            format!("expected a number from 0 to 1, got {threshold}"),
+        ));
+    }
+    Ok(threshold)
 }
 
 /// Jobs in progress at once per modality: `8` for every modality, or `text=8,image=2` per

