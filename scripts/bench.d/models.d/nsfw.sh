@@ -3,10 +3,10 @@
 # against onnxruntime in Python (Pillow decode and the same preprocessing) on the same images
 # (tests/fixtures/nsfw) with the same number of threads, and their ratio (target >= 1.0).
 # The worker's side runs THREADS threads on one loaded model; onnxruntime one session with
-# THREADS intra-op threads. THREADS defaults to "1 2"; SECONDS per measurement to 10.
-source "$(dirname "$0")/../lib.sh"
+# THREADS intra-op threads. THREADS defaults to "1 2"; NSFW_SECONDS per measurement to 10.
+source "$(dirname "$0")/../../lib.sh"
 cd "$ROOT"
-SECONDS_EACH=${SECONDS:-10}
+SECONDS_EACH=${NSFW_SECONDS:-10}
 MODEL_DIR=${APP_MODEL_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/moderation/models}
 MODEL_TESTS_VENV=${MODEL_TESTS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/moderation/model-tests-venv}
 
