@@ -18,16 +18,48 @@ use crate::{
     },
     failure::Failure,
     fetch::MediaFetcher,
+    models::{
+        whisper::{self, Transcript, Whisper},
+        Inference, Loader,
+    },
     policy::{AccountPolicy, PolicyCache},
     ClassifierSettings, WorkerSettings,
 };
 
 /// Which provider decides what the blocklists and hash banks let through.
 pub enum Provider {
-    /// Built in: the blocklists and hash banks alone decide; no network.
-    Local,
+    /// Built in, no network: the blocklists and hash banks, and the built-in models found.
+    Local(LocalModels),
     /// An OpenAI-compatible model server.
     OpenAi(Box<OpenAiProvider>),
+}
+
+/// The built-in models a `local` worker loaded (contract 10), shared by its jobs.
+pub struct LocalModels {
+    /// Whisper, for audio transcripts (loaded by audio workers).
+    speech: Option<Arc<Whisper>>,
+    /// The pool the models' inference runs on.
+    inference: Inference,
+}
+
+impl LocalModels {
+    /// Loads the models the worker's modalities need, following `APP_LOCAL_MODELS`.
+    fn load(settings: &WorkerSettings) -> Result<Self, StartupError> {
+        let mut loader = Loader::new(&settings.models);
+        let speech = if settings.modalities.contains(&Modality::Audio) {
+            loader
+                .load("whisper", &whisper::FILES, Whisper::load)?
+                .map(Arc::new)
+        } else {
+            None
+        };
+        loader.finish();
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        Ok(Self {
+            speech,
+            inference: Inference::new(cores),
+        })
+    }
 }
 
 /// The checks a job's steps run (blocklists and keywords, the model's text and visual checks)
@@ -49,7 +81,7 @@ impl Checks {
         )
         .map_err(|e| StartupError::HttpClient(e.into()))?;
         let provider = match &settings.classifier {
-            ClassifierSettings::Local => Provider::Local,
+            ClassifierSettings::Local => Provider::Local(LocalModels::load(settings)?),
             ClassifierSettings::OpenAi(openai) => Provider::OpenAi(Box::new(
                 OpenAiProvider::new(openai.as_ref().clone())
                     .map_err(|e| StartupError::HttpClient(e.into()))?,
@@ -66,7 +98,7 @@ impl Checks {
     /// The provider's name, for metrics: `local` or `openai`.
     pub fn provider_name(&self) -> &'static str {
         match self.provider {
-            Provider::Local => "local",
+            Provider::Local(_) => "local",
             Provider::OpenAi(_) => "openai",
         }
     }
@@ -74,8 +106,42 @@ impl Checks {
     /// The model server, when the provider has one.
     pub fn model(&self) -> Option<&OpenAiProvider> {
         match &self.provider {
-            Provider::Local => None,
+            Provider::Local(_) => None,
             Provider::OpenAi(provider) => Some(provider),
+        }
+    }
+
+    /// Whether audio is transcribed: always under `openai`, under `local` when Whisper is
+    /// installed.
+    pub fn transcribes(&self) -> bool {
+        match &self.provider {
+            Provider::Local(models) => models.speech.is_some(),
+            Provider::OpenAi(_) => true,
+        }
+    }
+
+    /// The words spoken in `media`: by the built-in Whisper under `local`, by the model
+    /// server under `openai`.
+    pub async fn transcribe(&self, media: &crate::classify::Media) -> Result<Transcript, Failure> {
+        match &self.provider {
+            Provider::Local(LocalModels {
+                speech: Some(speech),
+                inference,
+            }) => {
+                let (speech, bytes) = (speech.clone(), media.bytes.clone());
+                let transcript = inference
+                    .run(move || speech.transcribe(bytes))
+                    .await
+                    .map_err(|_| {
+                        Failure::transient(FailureCode::Internal, "Transcribing the audio failed.")
+                    })??;
+                Ok(transcript)
+            }
+            Provider::Local(_) => Err(Failure::permanent(
+                FailureCode::Internal,
+                "No speech model is installed.",
+            )),
+            Provider::OpenAi(provider) => Ok(Transcript::new(provider.transcribe(media).await?)),
         }
     }
 

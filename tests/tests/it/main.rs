@@ -15,6 +15,7 @@ mod fetch;
 mod metrics;
 mod modctl;
 mod model_server;
+mod models;
 mod openai;
 mod policies;
 mod queue;
