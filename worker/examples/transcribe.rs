@@ -4,7 +4,7 @@
 //!     cargo run --release -p moderation-worker --example transcribe -- MODEL_DIR FILE...
 //!
 //! Prints one line a file, `FILE<TAB>SECONDS_OF_AUDIO<TAB>SECONDS_TAKEN<TAB>TRANSCRIPT`, then
-//! the process's peak resident memory on standard error. A development tool: the worker itself
+//! the process's peak and final resident memory on standard error. A development tool: the worker itself
 //! never prints a transcript.
 
 use std::{path::PathBuf, time::Instant};
@@ -31,16 +31,18 @@ fn main() -> anyhow::Result<()> {
             transcript.text()
         );
     }
-    // Linux reports the peak resident set as `VmHWM:   123456 kB`.
-    if let Some(peak) = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix("VmHWM:").map(str::trim).map(str::to_owned))
-        })
-    {
-        eprintln!("{peak}");
-    }
+    // Linux reports the peak and current resident sets as `VmHWM:   123456 kB`, `VmRSS: ...`.
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .map_or_else(String::new, |value| value.trim().to_owned())
+    };
+    eprintln!(
+        "peak {}, after transcribing {}",
+        field("VmHWM:"),
+        field("VmRSS:")
+    );
     Ok(())
 }

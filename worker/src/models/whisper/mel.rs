@@ -32,23 +32,26 @@ pub fn filters(mels: usize) -> Vec<f32> {
     bank
 }
 
-/// Slaney's mel scale: linear below 1 kHz, logarithmic above.
+/// Slaney's mel scale: linear below 1 kHz (15 mels), logarithmic above.
 fn hz_to_mel(hz: f64) -> f64 {
-    const LOG_STEP: f64 = 0.068_751_777_420_949_12; // ln(6.4) / 27
     if hz < 1000.0 {
         hz * 3.0 / 200.0
     } else {
-        15.0 + (hz / 1000.0).ln() / LOG_STEP
+        15.0 + (hz / 1000.0).ln() / log_step()
     }
 }
 
 fn mel_to_hz(mel: f64) -> f64 {
-    const LOG_STEP: f64 = 0.068_751_777_420_949_12;
     if mel < 15.0 {
         mel * 200.0 / 3.0
     } else {
-        1000.0 * (LOG_STEP * (mel - 15.0)).exp()
+        1000.0 * (log_step() * (mel - 15.0)).exp()
     }
+}
+
+/// The log-frequency step of one mel above 1 kHz in Slaney's scale: ln(6.4) / 27.
+fn log_step() -> f64 {
+    6.4f64.ln() / 27.0
 }
 
 /// The log-mel spectrogram of one window of at most 30 s (padded with silence), as
@@ -69,7 +72,7 @@ mod tests {
 
     /// Nonzero weights of OpenAI's bank (`FeatureExtractor(80).mel_filters` in faster-whisper,
     /// librosa's formula): (row, column, weight).
-    const REFERENCE: [(usize, usize, f32); 10] = [
+    const REFERENCE: [(usize, usize, f64); 10] = [
         (0, 1, 0.024_862_595),
         (1, 1, 0.001_990_822),
         (1, 2, 0.022_871_772),
@@ -88,7 +91,7 @@ mod tests {
 
         assert_eq!(bank.len(), 80 * 201);
         for (row, column, weight) in REFERENCE {
-            let got = bank[row * 201 + column];
+            let got = f64::from(bank[row * 201 + column]);
             assert!(
                 (got - weight).abs() < 1e-6,
                 "[{row}, {column}]: {got} != {weight}"
