@@ -21,6 +21,7 @@ use crate::{
     fetch::MediaFetcher,
     models::{
         nsfw::{self, NsfwModel},
+        whisper::{self, Transcript, Whisper},
         Inference, Loader,
     },
     policy::{AccountPolicy, PolicyCache},
@@ -30,9 +31,46 @@ use crate::{
 /// Which provider decides what the blocklists and hash banks let through.
 pub enum Provider {
     /// Built in, no network: the blocklists and hash banks, then the built-in models found.
-    Local,
+    Local(LocalModels),
     /// An OpenAI-compatible model server.
     OpenAi(Box<OpenAiProvider>),
+}
+
+/// The built-in models a `local` worker loaded (contract 10), shared by its jobs.
+pub struct LocalModels {
+    /// Whisper, for audio transcripts (loaded by audio workers).
+    speech: Option<Arc<Whisper>>,
+    /// The NSFW model, for images and videos (loaded by image and video workers).
+    nsfw: Option<NsfwModel>,
+    /// The pool the models' inference runs on.
+    inference: Inference,
+}
+
+impl LocalModels {
+    /// Loads the models the worker's modalities need, following `APP_LOCAL_MODELS`.
+    fn load(settings: &WorkerSettings) -> Result<Self, StartupError> {
+        let mut loader = Loader::new(&settings.models);
+        let takes = |modality| settings.modalities.contains(&modality);
+        let speech = if takes(Modality::Audio) {
+            loader
+                .load("whisper", &whisper::FILES, Whisper::load)?
+                .map(Arc::new)
+        } else {
+            None
+        };
+        let nsfw = if takes(Modality::Image) || takes(Modality::Video) {
+            loader.load("nsfw", &[nsfw::MODEL_FILE], NsfwModel::load)?
+        } else {
+            None
+        };
+        loader.finish();
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        Ok(Self {
+            speech,
+            nsfw,
+            inference: Inference::new(cores),
+        })
+    }
 }
 
 /// The checks a job's steps run (blocklists and keywords, the model's text and visual checks)
@@ -42,12 +80,8 @@ pub struct Checks {
     policies: PolicyCache,
     fetcher: MediaFetcher,
     provider: Provider,
-    /// The NSFW model of the local provider, when it is installed and images or videos are
-    /// worked on.
-    nsfw: Option<NsfwModel>,
     /// `APP_NSFW_THRESHOLD`.
     nsfw_threshold: f32,
-    inference: Inference,
 }
 
 impl Checks {
@@ -60,40 +94,25 @@ impl Checks {
         )
         .map_err(|e| StartupError::HttpClient(e.into()))?;
         let provider = match &settings.classifier {
-            ClassifierSettings::Local => Provider::Local,
+            ClassifierSettings::Local => Provider::Local(LocalModels::load(settings)?),
             ClassifierSettings::OpenAi(openai) => Provider::OpenAi(Box::new(
                 OpenAiProvider::new(openai.as_ref().clone())
                     .map_err(|e| StartupError::HttpClient(e.into()))?,
             )),
         };
-        let visual = settings
-            .modalities
-            .iter()
-            .any(|m| matches!(m, Modality::Image | Modality::Video));
-        let mut loader = Loader::new(&settings.models);
-        let nsfw = match provider {
-            Provider::Local if visual => {
-                loader.load("nsfw", &[nsfw::MODEL_FILE], NsfwModel::load)?
-            }
-            _ => None,
-        };
-        loader.finish();
-        let slots = std::thread::available_parallelism().map_or(1, usize::from);
         Ok(Self {
             pool,
             policies: PolicyCache::new(),
             fetcher,
             provider,
-            nsfw,
             nsfw_threshold: settings.nsfw_threshold,
-            inference: Inference::new(slots),
         })
     }
 
     /// The provider's name, for metrics: `local` or `openai`.
     pub fn provider_name(&self) -> &'static str {
         match self.provider {
-            Provider::Local => "local",
+            Provider::Local(_) => "local",
             Provider::OpenAi(_) => "openai",
         }
     }
@@ -101,8 +120,43 @@ impl Checks {
     /// The model server, when the provider has one.
     pub fn model(&self) -> Option<&OpenAiProvider> {
         match &self.provider {
-            Provider::Local => None,
+            Provider::Local(_) => None,
             Provider::OpenAi(provider) => Some(provider),
+        }
+    }
+
+    /// Whether audio is transcribed: always under `openai`, under `local` when Whisper is
+    /// installed.
+    pub fn transcribes(&self) -> bool {
+        match &self.provider {
+            Provider::Local(models) => models.speech.is_some(),
+            Provider::OpenAi(_) => true,
+        }
+    }
+
+    /// The words spoken in `media`: by the built-in Whisper under `local`, by the model
+    /// server under `openai`.
+    pub async fn transcribe(&self, media: &crate::classify::Media) -> Result<Transcript, Failure> {
+        match &self.provider {
+            Provider::Local(LocalModels {
+                speech: Some(speech),
+                inference,
+                ..
+            }) => {
+                let (speech, bytes) = (speech.clone(), media.bytes.clone());
+                let transcript = inference
+                    .run(move || speech.transcribe(bytes))
+                    .await
+                    .map_err(|_| {
+                        Failure::transient(FailureCode::Internal, "Transcribing the audio failed.")
+                    })??;
+                Ok(transcript)
+            }
+            Provider::Local(_) => Err(Failure::permanent(
+                FailureCode::Internal,
+                "No speech model is installed.",
+            )),
+            Provider::OpenAi(provider) => Ok(Transcript::new(provider.transcribe(media).await?)),
         }
     }
 
@@ -159,9 +213,18 @@ impl Checks {
         policy: &AccountPolicy,
         banked: Verdict,
     ) -> Result<Verdict, Failure> {
-        let Some(model) = self.nsfw.clone().filter(|_| policy.policy.nsfw_check) else {
+        let Provider::Local(LocalModels {
+            nsfw: Some(model),
+            inference,
+            ..
+        }) = &self.provider
+        else {
             return Ok(banked);
         };
+        if !policy.policy.nsfw_check {
+            return Ok(banked);
+        }
+        let model = model.clone();
         self.set_stage(job, JobStage::Classifying).await?;
         let images = match modality {
             Modality::Video => nsfw::frames::sample(&media.bytes)
@@ -172,8 +235,7 @@ impl Checks {
                 .collect(),
             _ => vec![media.bytes.clone()],
         };
-        let score = self
-            .inference
+        let score = inference
             .run(move || nsfw::score_encoded(&model, &images))
             .await
             .map_err(|_| Failure::transient(FailureCode::Internal, "The NSFW model failed."))??;

@@ -44,39 +44,35 @@ pub async fn classify(
     if banked.prohibited {
         return Ok(banked);
     }
-    let Some(provider) = checks.model() else {
-        // The local provider: its NSFW model judges images and videos.
-        return match modality {
-            Modality::Image | Modality::Video => {
-                checks
-                    .check_nsfw(job, modality, &media, &policy, banked)
-                    .await
-            }
-            _ => Ok(banked),
-        };
-    };
-    match modality {
-        Modality::Image | Modality::Video => {
+    match (modality, checks.model()) {
+        (Modality::Image | Modality::Video, Some(provider)) => {
             checks.set_stage(job, JobStage::Classifying).await?;
             checks
                 .check_visual(provider, modality, &media, &policy)
                 .await
         }
-        Modality::Audio => {
+        // The local provider: its NSFW model judges images and videos.
+        (Modality::Image | Modality::Video, None) => {
+            checks
+                .check_nsfw(job, modality, &media, &policy, banked)
+                .await
+        }
+        (Modality::Audio, _) if !checks.transcribes() => Ok(banked),
+        (Modality::Audio, _) => {
             checks.set_stage(job, JobStage::Transcribing).await?;
             // The transcript lives only in this scope: never stored, logged or queued.
-            let transcript = provider.transcribe(&media).await?;
+            let transcript = checks.transcribe(&media).await?;
             checks.set_stage(job, JobStage::Classifying).await?;
-            if transcript.trim().is_empty() {
+            if transcript.is_empty() {
                 return Ok(local::passed(&policy.policy, false));
             }
             let content = TextContent {
-                text: &transcript,
+                text: transcript.text(),
                 messages: None,
             };
             checks.check_text(content, &policy).await
         }
-        Modality::Text => Err(Failure::permanent(
+        (Modality::Text, _) => Err(Failure::permanent(
             FailureCode::Internal,
             "A text job reached the media steps.",
         )),

@@ -2,3 +2,4 @@
 //! `scripts/models` (`TEST_MODEL_DIR`) and the reference venv (`MODEL_TESTS_PYTHON`).
 
 mod nsfw;
+mod whisper;

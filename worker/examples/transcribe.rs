@@ -1,0 +1,48 @@
+//! Transcribes audio files with the worker's built-in Whisper, for `scripts/eval.d/audio.sh`
+//! (word error rate) and `scripts/bench.d/models-audio.sh` (speed):
+//!
+//!     cargo run --release -p moderation-worker --example transcribe -- MODEL_DIR FILE...
+//!
+//! Prints one line a file, `FILE<TAB>SECONDS_OF_AUDIO<TAB>SECONDS_TAKEN<TAB>TRANSCRIPT`, then
+//! the process's peak and final resident memory on standard error. A development tool: the worker itself
+//! never prints a transcript.
+
+use std::{path::PathBuf, time::Instant};
+
+use moderation_worker::{models::whisper::Whisper, probe};
+
+fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args_os().skip(1);
+    let dir = PathBuf::from(
+        args.next()
+            .ok_or_else(|| anyhow::anyhow!("usage: transcribe MODEL_DIR FILE..."))?,
+    );
+    let whisper = Whisper::load(&dir)?;
+    for file in args {
+        let bytes = bytes::Bytes::from(std::fs::read(&file)?);
+        let length = probe::audio_duration(bytes.clone())?;
+        let started = Instant::now();
+        let transcript = whisper.transcribe(bytes)?;
+        println!(
+            "{}\t{:.2}\t{:.3}\t{}",
+            PathBuf::from(file).display(),
+            length.as_secs_f64(),
+            started.elapsed().as_secs_f64(),
+            transcript.text()
+        );
+    }
+    // Linux reports the peak and current resident sets as `VmHWM:   123456 kB`, `VmRSS: ...`.
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .map_or_else(String::new, |value| value.trim().to_owned())
+    };
+    eprintln!(
+        "peak {}, after transcribing {}",
+        field("VmHWM:"),
+        field("VmRSS:")
+    );
+    Ok(())
+}

@@ -1,0 +1,156 @@
+//! The speech model of the `local` provider (contract 10): Whisper tiny.en (MIT), prepared by
+//! `scripts/models` into `APP_MODEL_DIR/whisper/` and run on the CPU with candle.
+//!
+//! A clip is decoded and cut into windows of at most 30 s ([`pcm`]); each becomes a log-mel
+//! spectrogram ([`mel`]) that the encoder reads once, and the decoder then picks the likeliest
+//! token at each step (greedy, English, no timestamps) until end-of-text. A window Whisper
+//! judges to hold no speech is skipped, the rule of openai-whisper and faster-whisper: the
+//! probability of the no-speech token is above [`NO_SPEECH_THRESHOLD`] and the decoded text's
+//! mean log-probability is below [`LOGPROB_THRESHOLD`]. So music and noise give no transcript.
+//!
+//! The transcript is held in a [`Transcript`], whose `Debug` shows only its length: it is
+//! handed to the text check and dropped, never stored, logged or queued.
+
+mod decode;
+mod decoder;
+pub mod mel;
+pub mod pcm;
+
+use std::{fmt, path::Path};
+
+use anyhow::Context;
+use bytes::Bytes;
+use candle_core::{DType, Device};
+use candle_nn::VarBuilder;
+use candle_transformers::models::whisper::{self as m, Config};
+use moderation_shared::domain::FailureCode;
+use tokenizers::Tokenizer;
+
+use crate::failure::Failure;
+
+/// The files the worker reads, relative to `APP_MODEL_DIR`.
+pub const FILES: [&str; 3] = [
+    "whisper/model.safetensors",
+    "whisper/config.json",
+    "whisper/tokenizer.json",
+];
+
+/// Above this probability of the no-speech token (and with a low [`LOGPROB_THRESHOLD`]) a
+/// window holds no speech: OpenAI's default.
+pub const NO_SPEECH_THRESHOLD: f32 = 0.6;
+
+/// Below this mean log-probability of the decoded tokens a window Whisper also gave a high
+/// no-speech probability is skipped: OpenAI's default.
+pub const LOGPROB_THRESHOLD: f32 = -1.0;
+
+/// Text heard in a clip. Never printed: `Debug` shows only the length.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Transcript(String);
+
+impl Transcript {
+    /// A transcript of `text` (an external provider's, for one).
+    pub fn new(text: String) -> Self {
+        Self(text)
+    }
+
+    /// The words.
+    pub fn text(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether nothing was said.
+    pub fn is_empty(&self) -> bool {
+        self.0.trim().is_empty()
+    }
+}
+
+impl fmt::Debug for Transcript {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Transcript({} bytes)", self.0.len())
+    }
+}
+
+/// Whisper tiny.en with its tokenizer and mel filters, loaded once per worker process; each
+/// transcription works on its own copy of the decoder's caches (the weights are shared).
+pub struct Whisper {
+    config: Config,
+    encoder: m::model::AudioEncoder,
+    decoder: decoder::Decoder,
+    tokenizer: Tokenizer,
+    filters: Vec<f32>,
+    tokens: decode::Tokens,
+}
+
+impl Whisper {
+    /// Loads the model prepared in `dir` (`APP_MODEL_DIR`).
+    pub fn load(dir: &Path) -> anyhow::Result<Self> {
+        let dir = dir.join("whisper");
+        let config: Config = serde_json::from_slice(
+            &std::fs::read(dir.join("config.json")).context("reading whisper/config.json")?,
+        )
+        .context("parsing whisper/config.json")?;
+        let tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
+            .map_err(|e| anyhow::anyhow!("reading whisper/tokenizer.json: {e}"))?;
+        let weights = std::fs::read(dir.join("model.safetensors"))
+            .context("reading whisper/model.safetensors")?;
+        // f32 on the CPU: candle's f16 matrix products are slower here than f32's.
+        let vars = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
+            .context("parsing whisper/model.safetensors")?;
+        // candle's encoder, and a decoder of our own with a cache (candle's decoder, loaded
+        // with the encoder, is dropped here).
+        let encoder = m::model::Whisper::load(&vars, config.clone())
+            .context("loading Whisper's encoder from whisper/model.safetensors")?
+            .encoder;
+        let decoder = decoder::Decoder::load(vars, &config)
+            .context("loading Whisper's decoder from whisper/model.safetensors")?;
+        let tokens = decode::Tokens::new(&tokenizer, &config)?;
+        Ok(Self {
+            filters: mel::filters(config.num_mel_bins),
+            config,
+            encoder,
+            decoder,
+            tokenizer,
+            tokens,
+        })
+    }
+
+    /// Transcribes the audio in `bytes`, skipping windows without speech. Blocking CPU work:
+    /// run it through [`super::Inference`].
+    pub fn transcribe(&self, audio: impl Into<Bytes>) -> Result<Transcript, Failure> {
+        let mut encoder = self.encoder.clone();
+        let mut text = String::new();
+        pcm::windows(audio.into(), |samples| {
+            let window = self.window(&mut encoder, samples)?;
+            if window.is_speech() {
+                let words = self
+                    .tokenizer
+                    .decode(&window.tokens, true)
+                    .map_err(|e| model_failed(anyhow::anyhow!("{e}")))?;
+                if !text.is_empty() {
+                    text.push(' ');
+                }
+                text.push_str(words.trim());
+            }
+            Ok(())
+        })?;
+        Ok(Transcript(text))
+    }
+
+    /// Decodes one window of 16 kHz samples.
+    fn window(
+        &self,
+        encoder: &mut m::model::AudioEncoder,
+        samples: &[f32],
+    ) -> Result<decode::Window, Failure> {
+        let mel = mel::spectrogram(&self.config, &self.filters, samples);
+        decode::greedy(encoder, &self.decoder, &self.tokens, mel)
+            .map_err(|e| model_failed(e.into()))
+    }
+}
+
+/// The model failed on a clip: a bug or a broken model, not the clip's fault and not worth a
+/// retry. The cause is logged (it never holds the content).
+fn model_failed(err: anyhow::Error) -> Failure {
+    tracing::error!(error = ?err, "Whisper failed on a clip");
+    Failure::permanent(FailureCode::Internal, "Transcribing the audio failed.")
+}
