@@ -7,7 +7,7 @@
 #   scripts/bench.d/models-audio.sh        THREADS (default: all cores), APP_MODEL_DIR,
 #                                          MODEL_TESTS_VENV (the reference venv)
 # Clips: the Librivox WAVs of Debian's pocketsphinx-testdata, each read once before timing.
-source "$(dirname "$0")/../lib.sh"
+source "$(dirname "$0")/../../lib.sh"
 cd "$ROOT"
 DIR=${APP_MODEL_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/moderation/models}
 THREADS=${THREADS:-$(nproc)}
