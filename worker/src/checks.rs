@@ -18,6 +18,7 @@ use crate::{
     },
     failure::Failure,
     fetch::MediaFetcher,
+    models::{text::TextModel, Inference, Loader},
     policy::{AccountPolicy, PolicyCache},
     ClassifierSettings, WorkerSettings,
 };
@@ -37,6 +38,8 @@ pub struct Checks {
     policies: PolicyCache,
     fetcher: MediaFetcher,
     provider: Provider,
+    /// The built-in text model (the `local` provider, when its files are there).
+    text_model: Option<TextModel>,
 }
 
 impl Checks {
@@ -48,8 +51,17 @@ impl Checks {
             settings.extra_ca_pem.as_deref(),
         )
         .map_err(|e| StartupError::HttpClient(e.into()))?;
+        let mut text_model = None;
         let provider = match &settings.classifier {
-            ClassifierSettings::Local => Provider::Local,
+            ClassifierSettings::Local => {
+                let inference = Inference::new(
+                    std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+                );
+                let mut loader = Loader::new(&settings.models);
+                text_model = TextModel::load(&mut loader, inference, settings.text_threshold)?;
+                loader.finish();
+                Provider::Local
+            }
             ClassifierSettings::OpenAi(openai) => Provider::OpenAi(Box::new(
                 OpenAiProvider::new(openai.as_ref().clone())
                     .map_err(|e| StartupError::HttpClient(e.into()))?,
@@ -60,6 +72,7 @@ impl Checks {
             policies: PolicyCache::new(),
             fetcher,
             provider,
+            text_model,
         })
     }
 
@@ -101,8 +114,9 @@ impl Checks {
     }
 
     /// The text check shared by text jobs and audio transcripts: the blocklists and custom
-    /// keywords first, then the model (when there is one) for what they let through. The
-    /// model's reason is scrubbed of quotations and blocklisted terms.
+    /// keywords first, then the model (the model server, or the built-in text model under
+    /// `local` when it is loaded) for what they let through. The model server's reason is
+    /// scrubbed of quotations and blocklisted terms.
     pub async fn check_text(
         &self,
         content: TextContent<'_>,
@@ -110,7 +124,21 @@ impl Checks {
     ) -> Result<Verdict, Failure> {
         let normalised = NormalisedText::new(content.text);
         let listed = local::check_text(&normalised, policy);
-        let Some(model) = self.model().filter(|_| !listed.prohibited) else {
+        if listed.prohibited {
+            return Ok(listed);
+        }
+        if let Some(text_model) = &self.text_model {
+            return text_model
+                .check(content, &policy.policy)
+                .await
+                .map_err(|_| {
+                    Failure::transient(
+                        FailureCode::ClassifierUnavailable,
+                        "The built-in text model did not complete.",
+                    )
+                });
+        }
+        let Some(model) = self.model() else {
             return Ok(listed);
         };
         let mut verdict = model.check_text(content, &policy.policy).await?;

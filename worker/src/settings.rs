@@ -4,7 +4,7 @@ use std::{collections::BTreeMap, net::SocketAddr, path::PathBuf, time::Duration}
 
 use moderation_shared::{
     config::{
-        env_bool, env_millis, env_raw, extra_ca_pem_from_env, metrics_addr, ConfigError,
+        env_bool, env_millis, env_or, env_raw, extra_ca_pem_from_env, metrics_addr, ConfigError,
         DatabaseSettings, RedisSettings,
     },
     domain::Modality,
@@ -76,6 +76,9 @@ pub struct WorkerSettings {
     pub classifier: ClassifierSettings,
     /// Where the built-in models are and whether they must be there.
     pub models: ModelSettings,
+    /// `APP_TEXT_THRESHOLD`: a text category the built-in text model scores this or more
+    /// rejects (in (0, 1]; default [`crate::models::text::DEFAULT_THRESHOLD`]).
+    pub text_threshold: f32,
 }
 
 /// `APP_MODEL_DIR` and `APP_LOCAL_MODELS` (contract 10).
@@ -143,6 +146,7 @@ impl WorkerSettings {
             media_timeout: env_millis("APP_MEDIA_TIMEOUT_MS", Duration::from_secs(120), 1..)?,
             classifier,
             models: ModelSettings::from_env()?,
+            text_threshold: text_threshold_from_env()?,
         })
     }
 
@@ -165,7 +169,25 @@ impl WorkerSettings {
                 dir: default_model_dir(),
                 required: false,
             },
+            text_threshold: crate::models::text::DEFAULT_THRESHOLD,
         }
+    }
+}
+
+/// Reads `APP_TEXT_THRESHOLD`, a score in (0, 1].
+fn text_threshold_from_env() -> Result<f32, ConfigError> {
+    let threshold = env_or(
+        "APP_TEXT_THRESHOLD",
+        crate::models::text::DEFAULT_THRESHOLD,
+    )?;
+    check_threshold(threshold).map_err(|reason| ConfigError::new("APP_TEXT_THRESHOLD", reason))
+}
+
+fn check_threshold(threshold: f32) -> Result<f32, String> {
+    if threshold > 0.0 && threshold <= 1.0 {
+        Ok(threshold)
+    } else {
+        Err(format!("expected a score above 0 and at most 1, got {threshold}"))
     }
 }
 
@@ -245,6 +267,15 @@ mod tests {
         assert_eq!(c.of(Modality::Text), 8);
         assert_eq!(c.of(Modality::Image), 2);
         assert_eq!(c.of(Modality::Audio), DEFAULT_CONCURRENCY);
+    }
+
+    #[test]
+    fn text_threshold_accepts_scores_above_zero_up_to_one() {
+        assert_eq!(check_threshold(0.5), Ok(0.5));
+        assert_eq!(check_threshold(1.0), Ok(1.0));
+        assert!(check_threshold(0.0).is_err());
+        assert!(check_threshold(1.5).is_err());
+        assert!(check_threshold(f32::NAN).is_err());
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod dispatcher;
 mod fetch;
 mod metrics;
 mod modctl;
+mod models;
 mod model_server;
 mod openai;
 mod policies;

@@ -13,6 +13,8 @@ use tokio::sync::Semaphore;
 
 use crate::ModelSettings;
 
+pub mod text;
+
 /// Loads the built-in models at start-up, following `APP_LOCAL_MODELS`: a missing model is an
 /// error when they are required, else it is left out and [`Loader::finish`] warns once, naming
 /// `scripts/models`. Sets the gauge `classifier_model_loaded{model}` to 1 or 0 per model.
