@@ -132,7 +132,11 @@ fn report(samples: &[Sample], threshold: f32, detail: bool) {
         }
         harmful += n;
         caught += hit;
-        line += &format!(" {label} {:.0}% (right {:.0}%)", pct(*hit, *n), pct(*right, *hit));
+        line += &format!(
+            " {label} {:.0}% (right {:.0}%)",
+            pct(*hit, *n),
+            pct(*right, *hit)
+        );
     }
     let fp = |label: &str| {
         let (n, hit, _) = by_label.get(label).copied().unwrap_or_default();

@@ -176,10 +176,7 @@ impl WorkerSettings {
 
 /// Reads `APP_TEXT_THRESHOLD`, a score in (0, 1].
 fn text_threshold_from_env() -> Result<f32, ConfigError> {
-    let threshold = env_or(
-        "APP_TEXT_THRESHOLD",
-        crate::models::text::DEFAULT_THRESHOLD,
-    )?;
+    let threshold = env_or("APP_TEXT_THRESHOLD", crate::models::text::DEFAULT_THRESHOLD)?;
     check_threshold(threshold).map_err(|reason| ConfigError::new("APP_TEXT_THRESHOLD", reason))
 }
 
@@ -187,7 +184,9 @@ fn check_threshold(threshold: f32) -> Result<f32, String> {
     if threshold > 0.0 && threshold <= 1.0 {
         Ok(threshold)
     } else {
-        Err(format!("expected a score above 0 and at most 1, got {threshold}"))
+        Err(format!(
+            "expected a score above 0 and at most 1, got {threshold}"
+        ))
     }
 }
 

@@ -86,7 +86,9 @@ impl TextModel {
         let (Some(profanity), Some((embedder, scorer))) = (profanity, embedder) else {
             return Ok(None);
         };
-        Ok(Some(Self::new(profanity, embedder, scorer, inference, threshold)))
+        Ok(Some(Self::new(
+            profanity, embedder, scorer, inference, threshold,
+        )))
     }
 
     /// Loads the text models from `dir` (the directory `scripts/models` prepared), all
@@ -158,10 +160,7 @@ impl TextModel {
         if segments.is_empty() {
             return Ok(TextScores { categories, custom });
         }
-        let profanity: Vec<f32> = segments
-            .iter()
-            .map(|s| self.profanity.score(s))
-            .collect();
+        let profanity: Vec<f32> = segments.iter().map(|s| self.profanity.score(s)).collect();
         let embeddings = self.embed(segments).await?;
         for (embedding, &profane) in embeddings.iter().zip(&profanity) {
             for ((_, best), (_, score)) in categories
@@ -233,9 +232,7 @@ pub fn verdict(scores: &TextScores, policy: &Policy, threshold: f32) -> Verdict 
         verdict.scores.insert(name.to_owned(), score);
     }
     for (name, similarity) in &scores.custom {
-        verdict
-            .scores
-            .insert(format!("custom.{name}"), *similarity);
+        verdict.scores.insert(format!("custom.{name}"), *similarity);
         if *similarity >= CUSTOM_THRESHOLD {
             verdict.custom.insert(name.clone(), true);
         }
@@ -417,8 +414,8 @@ mod tests {
     #[ignore = "needs the prepared models: TEST_MODEL_DIR"]
     async fn text_model_scores_every_category_and_rejects_a_veiled_threat() {
         let dir = std::env::var_os("TEST_MODEL_DIR").expect("TEST_MODEL_DIR");
-        let model = TextModel::load_dir(Path::new(&dir), Inference::new(2), DEFAULT_THRESHOLD)
-            .unwrap();
+        let model =
+            TextModel::load_dir(Path::new(&dir), Inference::new(2), DEFAULT_THRESHOLD).unwrap();
         let threat = TextContent {
             text: "Lovely car. Shame if someone cut the brakes before your drive home tonight.",
             messages: None,
@@ -432,14 +429,24 @@ mod tests {
         let passed = model.check(ordinary, &policy()).await.unwrap();
 
         assert!(rejected.prohibited, "{rejected:?}");
-        assert!(rejected.scores["violence"] >= DEFAULT_THRESHOLD, "{rejected:?}");
+        assert!(
+            rejected.scores["violence"] >= DEFAULT_THRESHOLD,
+            "{rejected:?}"
+        );
         assert!(!passed.prohibited, "{passed:?}");
         for verdict in [&rejected, &passed] {
             let mut keys: Vec<&str> = verdict.scores.keys().map(String::as_str).collect();
             keys.sort_unstable();
             assert_eq!(
                 keys,
-                ["custom.competitors", "harassment", "hate", "self_harm", "sexual", "violence"]
+                [
+                    "custom.competitors",
+                    "harassment",
+                    "hate",
+                    "self_harm",
+                    "sexual",
+                    "violence"
+                ]
             );
             assert!(verdict.scores.values().all(|s| (0.0..=1.0).contains(s)));
         }

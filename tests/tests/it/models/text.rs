@@ -7,7 +7,9 @@ use std::process::Command;
 
 use moderation_shared::domain::Modality;
 use moderation_tests::{
-    eventually, forms::text_form, spawn_app, unused_port,
+    eventually,
+    forms::text_form,
+    spawn_app, unused_port,
     worker::{model_dir, spawn_worker, TestWorker},
     TestApp, TestKey,
 };
@@ -120,10 +122,16 @@ async fn a_custom_category_is_judged_by_meaning_without_its_keywords() {
     let off_topic = judge_prompt(&app, &key, "The library opens at nine on Saturdays.").await;
 
     assert_eq!(on_topic["is_prohibited"], true, "{on_topic}");
-    assert_eq!(on_topic["categories"]["custom"]["gambling"], true, "{on_topic}");
+    assert_eq!(
+        on_topic["categories"]["custom"]["gambling"], true,
+        "{on_topic}"
+    );
     assert!(on_topic["reason"].as_str().unwrap().contains("gambling"));
     assert_passed(&off_topic);
-    assert_eq!(off_topic["categories"]["custom"]["gambling"], false, "{off_topic}");
+    assert_eq!(
+        off_topic["categories"]["custom"]["gambling"], false,
+        "{off_topic}"
+    );
 }
 
 #[tokio::test]

@@ -62,7 +62,10 @@ impl Embedder {
                 "input_ids" => Ok(Input::Ids),
                 "attention_mask" => Ok(Input::Mask),
                 "token_type_ids" => Ok(Input::Types),
-                other => Err(anyhow!("{}: unexpected input {other}", model_path.display())),
+                other => Err(anyhow!(
+                    "{}: unexpected input {other}",
+                    model_path.display()
+                )),
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
         let embedder = Self {
@@ -72,7 +75,10 @@ impl Embedder {
         };
         let probe = embedder.embed(&["a sentence".to_owned()])?;
         if probe.first().map(Vec::len) != Some(DIM) {
-            bail!("{} does not give {DIM}-long embeddings", model_path.display());
+            bail!(
+                "{} does not give {DIM}-long embeddings",
+                model_path.display()
+            );
         }
         Ok(embedder)
     }
@@ -135,7 +141,11 @@ impl Embedder {
         Ok((0..batch)
             .map(|row| {
                 let tokens = &mask[row * width..(row + 1) * width];
-                mean_pool(&flat[row * width * dim..(row + 1) * width * dim], tokens, dim)
+                mean_pool(
+                    &flat[row * width * dim..(row + 1) * width * dim],
+                    tokens,
+                    dim,
+                )
             })
             .collect())
     }

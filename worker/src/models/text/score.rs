@@ -10,14 +10,14 @@ use super::embed::Embedding;
 const TOP: usize = 2;
 
 /// The margin (category similarity less benign similarity) that scores 0.5.
-pub const MARGIN: f32 = 0.0;
+pub const MARGIN: f32 = 0.04;
 
 /// How steeply the score climbs with the margin: a margin of `MARGIN + 1 / SLOPE` scores 0.73.
 pub const SLOPE: f32 = 20.0;
 
 /// How much the profanity model adds (to the logit) for the insult categories, where a
 /// profane text is likelier to be an attack than an idiom.
-pub const PROFANITY_WEIGHT: f32 = 1.0;
+pub const PROFANITY_WEIGHT: f32 = 0.2;
 
 /// Categories the profanity score adds to.
 const PROFANE: [&str; 2] = ["harassment", "hate"];
@@ -107,8 +107,14 @@ mod tests {
     fn scorer() -> Scorer {
         Scorer::new(
             vec![
-                ("violence", vec![unit(&[1.0, 0.0, 0.0]), unit(&[1.0, 0.1, 0.0])]),
-                ("harassment", vec![unit(&[0.0, 1.0, 0.0]), unit(&[0.1, 1.0, 0.0])]),
+                (
+                    "violence",
+                    vec![unit(&[1.0, 0.0, 0.0]), unit(&[1.0, 0.1, 0.0])],
+                ),
+                (
+                    "harassment",
+                    vec![unit(&[0.0, 1.0, 0.0]), unit(&[0.1, 1.0, 0.0])],
+                ),
             ],
             vec![unit(&[0.0, 0.0, 1.0]), unit(&[0.0, 0.1, 1.0])],
         )
@@ -135,7 +141,10 @@ mod tests {
             benign: 0.5,
         };
         assert!(score("harassment", measure, 1.0) > score("harassment", measure, 0.0));
-        assert_eq!(score("violence", measure, 1.0), score("violence", measure, 0.0));
+        assert_eq!(
+            score("violence", measure, 1.0),
+            score("violence", measure, 0.0)
+        );
     }
 
     #[test]

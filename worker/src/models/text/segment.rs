@@ -65,7 +65,10 @@ mod tests {
 
     #[test]
     fn a_short_text_is_one_segment_and_a_text_without_words_none() {
-        assert_eq!(text("  Hello   there. How are you? "), ["Hello there. How are you?"]);
+        assert_eq!(
+            text("  Hello   there. How are you? "),
+            ["Hello there. How are you?"]
+        );
         assert!(text(" ?! ... ").is_empty());
         assert!(text("").is_empty());
     }
