@@ -421,7 +421,7 @@ mod tests {
             messages: None,
         };
         let ordinary = TextContent {
-            text: "Lovely car! Did you buy it second-hand?",
+            text: "Did you manage to buy the train tickets for Saturday?",
             messages: None,
         };
 
