@@ -10,7 +10,11 @@
 //! false-positive rates on ordinary and innocent-alarming messages. `--dump` writes every
 //! segment's measures (for tuning the scorer's constants).
 
-use std::{collections::BTreeMap, io::Write, path::PathBuf};
+use std::{
+    collections::BTreeMap,
+    io::Write,
+    path::{Path, PathBuf},
+};
 
 use anyhow::{bail, Context};
 use moderation_worker::{
@@ -89,7 +93,7 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn read(path: &std::path::Path) -> anyhow::Result<Vec<String>> {
+fn read(path: &Path) -> anyhow::Result<Vec<String>> {
     let raw = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
     Ok(raw
         .lines()
@@ -170,7 +174,7 @@ fn report(samples: &[Sample], threshold: f32, detail: bool) {
     }
 }
 
-async fn write_dump(model: &TextModel, samples: &[Sample], file: &PathBuf) -> anyhow::Result<()> {
+async fn write_dump(model: &TextModel, samples: &[Sample], file: &Path) -> anyhow::Result<()> {
     let mut out = std::io::BufWriter::new(std::fs::File::create(file)?);
     writeln!(out, "index\tlabel\tcategory\tsimilarity\tbenign\tprofanity")?;
     for (i, sample) in samples.iter().enumerate() {
