@@ -21,6 +21,7 @@ use crate::{
     fetch::MediaFetcher,
     models::{
         nsfw::{self, NsfwModel},
+        text::TextModel,
         whisper::{self, Transcript, Whisper},
         Inference, Loader,
     },
@@ -42,6 +43,8 @@ pub struct LocalModels {
     speech: Option<Arc<Whisper>>,
     /// The NSFW model, for images and videos (loaded by image and video workers).
     nsfw: Option<NsfwModel>,
+    /// The text models, for prompts, chats and transcripts (loaded by text and audio workers).
+    text: Option<TextModel>,
     /// The pool the models' inference runs on.
     inference: Inference,
 }
@@ -63,12 +66,19 @@ impl LocalModels {
         } else {
             None
         };
-        loader.finish();
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let inference = Inference::new(cores);
+        let text = if takes(Modality::Text) || takes(Modality::Audio) {
+            TextModel::load(&mut loader, inference.clone(), settings.text_threshold)?
+        } else {
+            None
+        };
+        loader.finish();
         Ok(Self {
             speech,
             nsfw,
-            inference: Inference::new(cores),
+            text,
+            inference,
         })
     }
 }
@@ -182,8 +192,9 @@ impl Checks {
     }
 
     /// The text check shared by text jobs and audio transcripts: the blocklists and custom
-    /// keywords first, then the model (when there is one) for what they let through. The
-    /// model's reason is scrubbed of quotations and blocklisted terms.
+    /// keywords first, then the model (the model server, or the built-in text model under
+    /// `local` when it is loaded) for what they let through. The model server's reason is
+    /// scrubbed of quotations and blocklisted terms.
     pub async fn check_text(
         &self,
         content: TextContent<'_>,
@@ -191,7 +202,25 @@ impl Checks {
     ) -> Result<Verdict, Failure> {
         let normalised = NormalisedText::new(content.text);
         let listed = local::check_text(&normalised, policy);
-        let Some(model) = self.model().filter(|_| !listed.prohibited) else {
+        if listed.prohibited {
+            return Ok(listed);
+        }
+        if let Provider::Local(LocalModels {
+            text: Some(text_model),
+            ..
+        }) = &self.provider
+        {
+            return text_model
+                .check(content, &policy.policy)
+                .await
+                .map_err(|_| {
+                    Failure::transient(
+                        FailureCode::ClassifierUnavailable,
+                        "The built-in text model did not complete.",
+                    )
+                });
+        }
+        let Some(model) = self.model() else {
             return Ok(listed);
         };
         let mut verdict = model.check_text(content, &policy.policy).await?;

@@ -83,6 +83,9 @@ pub struct WorkerSettings {
     /// `APP_NSFW_THRESHOLD`: the NSFW model's score, in [0, 1], at or above which an image or
     /// video is NSFW (default [`DEFAULT_NSFW_THRESHOLD`]).
     pub nsfw_threshold: f32,
+    /// `APP_TEXT_THRESHOLD`: a text category the built-in text model scores this or more
+    /// rejects (in (0, 1]; default [`crate::models::text::DEFAULT_THRESHOLD`]).
+    pub text_threshold: f32,
 }
 
 /// `APP_MODEL_DIR` and `APP_LOCAL_MODELS` (contract 10).
@@ -151,6 +154,7 @@ impl WorkerSettings {
             classifier,
             models: ModelSettings::from_env()?,
             nsfw_threshold: nsfw_threshold_from_env()?,
+            text_threshold: text_threshold_from_env()?,
         })
     }
 
@@ -174,6 +178,7 @@ impl WorkerSettings {
                 required: false,
             },
             nsfw_threshold: DEFAULT_NSFW_THRESHOLD,
+            text_threshold: crate::models::text::DEFAULT_THRESHOLD,
         }
     }
 }
@@ -188,6 +193,22 @@ fn nsfw_threshold_from_env() -> Result<f32, ConfigError> {
         ));
     }
     Ok(threshold)
+}
+
+/// Reads `APP_TEXT_THRESHOLD`, a score in (0, 1].
+fn text_threshold_from_env() -> Result<f32, ConfigError> {
+    let threshold = env_or("APP_TEXT_THRESHOLD", crate::models::text::DEFAULT_THRESHOLD)?;
+    check_threshold(threshold).map_err(|reason| ConfigError::new("APP_TEXT_THRESHOLD", reason))
+}
+
+fn check_threshold(threshold: f32) -> Result<f32, String> {
+    if threshold > 0.0 && threshold <= 1.0 {
+        Ok(threshold)
+    } else {
+        Err(format!(
+            "expected a score above 0 and at most 1, got {threshold}"
+        ))
+    }
 }
 
 /// Jobs in progress at once per modality: `8` for every modality, or `text=8,image=2` per
@@ -266,6 +287,15 @@ mod tests {
         assert_eq!(c.of(Modality::Text), 8);
         assert_eq!(c.of(Modality::Image), 2);
         assert_eq!(c.of(Modality::Audio), DEFAULT_CONCURRENCY);
+    }
+
+    #[test]
+    fn text_threshold_accepts_scores_above_zero_up_to_one() {
+        assert_eq!(check_threshold(0.5), Ok(0.5));
+        assert_eq!(check_threshold(1.0), Ok(1.0));
+        assert!(check_threshold(0.0).is_err());
+        assert!(check_threshold(1.5).is_err());
+        assert!(check_threshold(f32::NAN).is_err());
     }
 
     #[test]

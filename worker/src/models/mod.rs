@@ -14,6 +14,7 @@ use tokio::sync::Semaphore;
 use crate::ModelSettings;
 
 pub mod nsfw;
+pub mod text;
 pub mod whisper;
 
 /// Loads the built-in models at start-up, following `APP_LOCAL_MODELS`: a missing model is an

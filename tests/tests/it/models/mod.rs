@@ -2,4 +2,5 @@
 //! `scripts/models` (`TEST_MODEL_DIR`) and the reference venv (`MODEL_TESTS_PYTHON`).
 
 mod nsfw;
+mod text;
 mod whisper;

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# End to end with the built-in text model (local provider, APP_LOCAL_MODELS=required): varied
+# prompts submitted through the api by wrk (64 connections, 20 s), classified by one text
+# worker; completed jobs/s over the run (first submission to last completion, once every job
+# has finished), the share rejected, and the worker's peak RSS with the text models loaded
+# (idle after loading, and after the run). Target: >= 300 completed text jobs/s on 2 cores.
+# The models come from scripts/models (APP_MODEL_DIR, else the default directory).
+source "$(dirname "$0")/../lib.sh"
+command -v wrk >/dev/null || apt_install wrk
+CONNECTIONS=${CONNECTIONS:-64}
+DURATION=${DURATION:-20}
+MODELS=${APP_MODEL_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/moderation/models}
+"$ROOT/scripts/models" "$MODELS"
+
+DB=$(bench_database models_text)
+NS="bench-models-text-$$"
+PORT=$(free_port)
+WORKER_METRICS=$(free_port)
+export DATABASE_URL=$DB REDIS_URL=$REDIS_BASE_URL APP_REDIS_NAMESPACE=$NS PORT RUST_LOG=warn
+export APP_AUTH_CONCURRENCY=${APP_AUTH_CONCURRENCY:-1000}
+export APP_WORKER_CONCURRENCY=${APP_WORKER_CONCURRENCY:-text=64}
+org=$("$BIN/modctl" org create --name bench | json_field org_id)
+"$BIN/modctl" org set "$org" --rate-per-minute 100000000 >/dev/null
+KEY=$("$BIN/modctl" key create --org "$org" --scopes moderate:prompt | json_field key)
+
+"$BIN/api" & API=$!
+APP_MODEL_DIR=$MODELS APP_LOCAL_MODELS=required METRICS_PORT=$WORKER_METRICS \
+  "$BIN/worker" --modality text & WORKER=$!
+cleanup() {
+  kill "$API" "$WORKER" 2>/dev/null || true
+  wait "$API" "$WORKER" 2>/dev/null || true
+  redis-cli -p "$REDIS_PORT" --scan --pattern "$NS:*" | xargs -r redis-cli -p "$REDIS_PORT" del >/dev/null
+}
+trap cleanup EXIT
+wait_http "http://127.0.0.1:$PORT/health"
+# The worker serves /metrics once its models are loaded.
+wait_http "http://127.0.0.1:$WORKER_METRICS/metrics"
+curl -fs "http://127.0.0.1:$WORKER_METRICS/metrics" | grep -q 'classifier_model_loaded{model="text_embedding"} 1' ||
+  die "the worker did not load the text models from $MODELS"
+idle_kb=$(peak_rss_kb "$WORKER")
+
+WORK=$(mktemp -d)
+BOUNDARY=benchboundary7d1f
+cat > "$WORK/submit.lua" <<LUA
+local texts = {
+  "Is this a friendly message about the weather today? I hope the picnic goes well.",
+  "Can you send me the slides from this morning's meeting before five?",
+  "I could murder a pizza after that hike, who's in?",
+  "My flight got delayed again, so I'll be late for dinner. Save me some dessert!",
+  "Stop replying to my posts, you absolute clown, nobody cares what you think.",
+  "We're organising a charity run for mental health awareness next month, join us.",
+  "The new release fixes the crash when exporting reports to PDF.",
+  "I know where you live and you'd better watch your back tonight.",
+}
+local bodies = {}
+for i, t in ipairs(texts) do
+  bodies[i] = "--$BOUNDARY\r\nContent-Disposition: form-data; name=\"text\"\r\n\r\n" .. t .. "\r\n--$BOUNDARY--\r\n"
+end
+local n = 0
+request = function()
+  n = n + 1
+  return wrk.format("POST", nil, {
+    ["Authorization"] = "Bearer $KEY",
+    ["Content-Type"] = "multipart/form-data; boundary=$BOUNDARY",
+  }, bodies[(n % #bodies) + 1])
+end
+LUA
+
+log "models-text saturation: wrk $CONNECTIONS connections, ${DURATION}s"
+wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --timeout 5s -s "$WORK/submit.lua" \
+  "http://127.0.0.1:$PORT/api/v1/moderate/prompt" > "$WORK/sat.out"
+for i in $(seq 1 3000); do
+  [ "$(psql "$DB" -qAtc "SELECT count(*) FROM jobs WHERE status IN ('queued','processing')")" = 0 ] && break
+  sleep 0.1
+done
+read -r jobs rate failed rejected < <(psql "$DB" -qAtF' ' -c "
+  SELECT count(*),
+         round(count(*) / extract(epoch FROM max(completed_at) - min(created_at)))::int,
+         count(*) FILTER (WHERE status <> 'completed'),
+         count(*) FILTER (WHERE is_prohibited)
+  FROM jobs")
+
+cat <<OUT
+models-text: ${rate} completed text jobs/s with the text models (${jobs} jobs, ${failed} not completed, ${rejected} rejected)   (target >= 300)
+models-text: worker peak RSS $(( idle_kb / 1024 )) MB with the models loaded (idle), $(( $(peak_rss_kb "$WORKER") / 1024 )) MB after the run
+OUT
+rm -rf "$WORK"

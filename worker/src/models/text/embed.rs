@@ -1,0 +1,193 @@
+//! Sentence embeddings: all-MiniLM-L6-v2 (int8 ONNX) run by tract, with its WordPiece tokenizer.
+//! A batch of texts is tokenised, padded to its longest member, run once, mean-pooled over the
+//! real tokens and normalised to unit length, so a dot product of two embeddings is their
+//! cosine similarity.
+
+use std::{path::Path, sync::Arc};
+
+use anyhow::{anyhow, bail, Context};
+use tokenizers::{Tokenizer, TruncationParams};
+use tract_onnx::prelude::*;
+
+/// The length of an embedding.
+pub const DIM: usize = 384;
+
+/// Tokens per text at most (the model was trained on 128); longer texts are cut, which is why
+/// the caller splits long texts into segments first.
+const MAX_TOKENS: usize = 128;
+
+/// A unit-length sentence embedding.
+pub type Embedding = Vec<f32>;
+
+/// The embedding model, loaded once; `embed` may be called from several threads at once.
+pub struct Embedder {
+    tokenizer: Tokenizer,
+    plan: Arc<TypedRunnableModel>,
+    /// The model's inputs, in its order.
+    inputs: Vec<Input>,
+}
+
+/// An input of the model.
+#[derive(Debug, Clone, Copy)]
+enum Input {
+    Ids,
+    Mask,
+    Types,
+}
+
+impl Embedder {
+    /// Loads `model.onnx` and `tokenizer.json` from `dir`.
+    pub fn load(dir: &Path) -> anyhow::Result<Self> {
+        let tokenizer_path = dir.join("tokenizer.json");
+        let mut tokenizer = Tokenizer::from_file(&tokenizer_path)
+            .map_err(|e| anyhow!("{}: {e}", tokenizer_path.display()))?;
+        tokenizer.with_padding(None);
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: MAX_TOKENS,
+                ..TruncationParams::default()
+            }))
+            .map_err(|e| anyhow!("{}: {e}", tokenizer_path.display()))?;
+        let model_path = dir.join("model.onnx");
+        let plan = tract_onnx::onnx()
+            .model_for_path(&model_path)
+            .and_then(|model| model.into_optimized())
+            .and_then(|model| model.into_runnable())
+            .with_context(|| format!("{} could not be loaded", model_path.display()))?;
+        let model = plan.model();
+        let inputs = model
+            .input_outlets()?
+            .iter()
+            .map(|outlet| match model.node(outlet.node).name.as_str() {
+                "input_ids" => Ok(Input::Ids),
+                "attention_mask" => Ok(Input::Mask),
+                "token_type_ids" => Ok(Input::Types),
+                other => Err(anyhow!(
+                    "{}: unexpected input {other}",
+                    model_path.display()
+                )),
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let embedder = Self {
+            tokenizer,
+            plan,
+            inputs,
+        };
+        let probe = embedder.embed(&["a sentence".to_owned()])?;
+        if probe.first().map(Vec::len) != Some(DIM) {
+            bail!(
+                "{} does not give {DIM}-long embeddings",
+                model_path.display()
+            );
+        }
+        Ok(embedder)
+    }
+
+    /// The embeddings of `texts`, in order.
+    pub fn embed(&self, texts: &[String]) -> anyhow::Result<Vec<Embedding>> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let encodings = texts
+            .iter()
+            .map(|text| self.tokenizer.encode(text.as_str(), true))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| anyhow!("tokenising failed: {e}"))?;
+        let batch = encodings.len();
+        let width = encodings
+            .iter()
+            .map(|e| e.get_ids().len())
+            .max()
+            .unwrap_or(0)
+            .max(1);
+        let mut ids = vec![0i64; batch * width];
+        let mut mask = vec![0i64; batch * width];
+        for (row, encoding) in encodings.iter().enumerate() {
+            for (col, (&id, &m)) in encoding
+                .get_ids()
+                .iter()
+                .zip(encoding.get_attention_mask())
+                .enumerate()
+            {
+                ids[row * width + col] = i64::from(id);
+                mask[row * width + col] = i64::from(m);
+            }
+        }
+        let types = vec![0i64; batch * width];
+        let shape = [batch, width];
+        let inputs = self
+            .inputs
+            .iter()
+            .map(|input| {
+                let data = match input {
+                    Input::Ids => &ids,
+                    Input::Mask => &mask,
+                    Input::Types => &types,
+                };
+                Ok(Tensor::from_shape(&shape, data)?.into())
+            })
+            .collect::<TractResult<TVec<TValue>>>()?;
+        let outputs = self.plan.run(inputs)?;
+        let hidden = outputs
+            .first()
+            .ok_or_else(|| anyhow!("the model gave no output"))?
+            .to_plain_array_view::<f32>()?;
+        let shape = hidden.shape().to_vec();
+        if shape.len() != 3 || shape[0] != batch || shape[1] != width {
+            bail!("unexpected output shape {shape:?}");
+        }
+        let dim = shape[2];
+        let flat: Vec<f32> = hidden.iter().copied().collect();
+        Ok((0..batch)
+            .map(|row| {
+                let tokens = &mask[row * width..(row + 1) * width];
+                mean_pool(
+                    &flat[row * width * dim..(row + 1) * width * dim],
+                    tokens,
+                    dim,
+                )
+            })
+            .collect())
+    }
+}
+
+/// The mean of the token vectors of `hidden` (`tokens.len()` rows of `dim`) whose mask is 1,
+/// normalised to unit length.
+fn mean_pool(hidden: &[f32], mask: &[i64], dim: usize) -> Embedding {
+    let mut sum = vec![0f32; dim];
+    for (row, _) in hidden.chunks(dim).zip(mask).filter(|(_, &m)| m != 0) {
+        for (s, v) in sum.iter_mut().zip(row) {
+            *s += v;
+        }
+    }
+    normalise(sum)
+}
+
+/// `v` scaled to unit length (a zero vector stays zero).
+pub fn normalise(mut v: Vec<f32>) -> Vec<f32> {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mean_pool_averages_only_masked_tokens_and_normalises() {
+        let hidden = [1.0, 0.0, 3.0, 4.0, 100.0, 100.0];
+        let pooled = mean_pool(&hidden, &[1, 1, 0], 2);
+        // (1+3)/2, (0+4)/2 = (2, 2) -> unit length.
+        let expected = std::f32::consts::FRAC_1_SQRT_2;
+        assert!((pooled[0] - expected).abs() < 1e-6 && (pooled[1] - expected).abs() < 1e-6);
+    }
+
+    #[test]
+    fn normalise_leaves_a_zero_vector_zero() {
+        assert_eq!(normalise(vec![0.0, 0.0]), vec![0.0, 0.0]);
+        assert_eq!(normalise(vec![3.0, 4.0]), vec![0.6, 0.8]);
+    }
+}
