@@ -5,7 +5,7 @@
 # has finished), the share rejected, and the worker's peak RSS with the text models loaded
 # (idle after loading, and after the run). Target: >= 300 completed text jobs/s on 2 cores.
 # The models come from scripts/models (APP_MODEL_DIR, else the default directory).
-source "$(dirname "$0")/../lib.sh"
+source "$(dirname "$0")/../../lib.sh"
 command -v wrk >/dev/null || apt_install wrk
 CONNECTIONS=${CONNECTIONS:-64}
 DURATION=${DURATION:-20}
