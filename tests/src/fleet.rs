@@ -140,6 +140,8 @@ impl Fleet {
             ("PORT", &api_port.to_string()),
             ("METRICS_PORT", "0"),
             ("RUST_LOG", "warn"),
+            // The faults are the subject here; the model tier (`models::`) runs the models.
+            ("APP_MODEL_DIR", crate::worker::NO_MODELS),
             // Short deadlines and schedules, so a scenario recovers in seconds.
             ("APP_REQUEST_DEADLINE_MS", "3000"),
             ("APP_WEBHOOK_SCHEDULE_SCALE", "0.01"),
