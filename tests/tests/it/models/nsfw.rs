@@ -247,6 +247,12 @@ async fn an_image_over_the_threshold_is_rejected_and_a_safe_photo_passes() {
         safe["categories"],
         json!({"ai_adult_general": false, "underage": false, "nsfw": false})
     );
+    assert_eq!(
+        format!("{:.3}", skin["scores"]["nsfw"].as_f64().unwrap()),
+        expected,
+        "the job's score is the model's: {skin}"
+    );
+    assert!(safe["scores"]["nsfw"].as_f64().unwrap() < 0.1, "{safe}");
 }
 
 #[tokio::test]
@@ -264,6 +270,7 @@ async fn with_the_nsfw_check_off_an_image_gets_no_nsfw_category() {
         skin["categories"],
         json!({"ai_adult_general": false, "underage": false})
     );
+    assert!(skin.get("scores").is_none(), "no model ran: {skin}");
 }
 
 #[tokio::test]
