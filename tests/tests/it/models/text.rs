@@ -57,7 +57,9 @@ async fn a_threat_without_any_listed_word_is_rejected_naming_the_category_and_sc
     for word in ["house", "burned", "family"] {
         assert!(!reason.contains(word), "{reason}");
     }
-    let scores = body["scores"].as_object().expect("the job carries its scores");
+    let scores = body["scores"]
+        .as_object()
+        .expect("the job carries its scores");
     for category in ["harassment", "hate", "violence", "self_harm", "sexual"] {
         let score = scores[category].as_f64().expect("a number");
         assert!((0.0..=1.0).contains(&score), "{category}: {score}");
