@@ -31,6 +31,8 @@ pub const QUEUE_READ_ERRORS_TOTAL: &str = "queue_read_errors_total";
 pub const QUEUE_RELAYED_TOTAL: &str = "queue_relayed_total";
 /// `processing` jobs whose lease ran out and that the relay rescued, by `modality`.
 pub const QUEUE_RESCUED_TOTAL: &str = "queue_rescued_total";
+/// Gauge: 1 when the worker loaded a built-in model, 0 when it is missing; label `model`.
+pub const CLASSIFIER_MODEL_LOADED: &str = "classifier_model_loaded";
 /// Queue depth by `modality` and `state` (`waiting`, `in_flight`, `retrying`, `dead`).
 pub const QUEUE_DEPTH: &str = "queue_depth";
 /// Jobs a worker took to an end or gave back, by `modality` and `outcome` (`passed`,
@@ -275,6 +277,10 @@ fn describe() {
         "Processing jobs whose lease ran out, put back on the queue or failed, by modality."
     );
     describe_gauge!(QUEUE_DEPTH, "Queue entries by modality and state.");
+    describe_gauge!(
+        CLASSIFIER_MODEL_LOADED,
+        "1 when the worker loaded the built-in model, 0 when it is missing, by model."
+    );
     describe_gauge!(
         DB_POOL_CONNECTIONS,
         "Postgres pool connections in use and idle, and callers waiting for one."

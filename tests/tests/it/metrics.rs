@@ -167,6 +167,7 @@ const WORKER_FAMILIES: &[(&str, &[&str])] = &[
     ("queue_relayed_total", &["modality"]),
     ("queue_rescued_total", &["modality"]),
     ("worker_restarts_total", &[]),
+    ("classifier_model_loaded", &["model"]),
     ("dependency_checks_total", &["dependency", "outcome"]),
     ("db_pool_connections", &["state"]),
 ];

@@ -8,7 +8,7 @@ use std::{
     sync::Arc,
 };
 
-use moderation_shared::runtime::StartupError;
+use moderation_shared::{runtime::StartupError, telemetry};
 use tokio::sync::Semaphore;
 
 use crate::ModelSettings;
@@ -49,7 +49,7 @@ impl<'a> Loader<'a> {
             .map(|file| dir.join(file))
             .find(|p| !p.is_file())
         {
-            metrics::gauge!("classifier_model_loaded", "model" => name).set(0.0);
+            metrics::gauge!(telemetry::CLASSIFIER_MODEL_LOADED, "model" => name).set(0.0);
             if self.settings.required {
                 return Err(StartupError::Model {
                     model: name,
@@ -66,7 +66,7 @@ impl<'a> Loader<'a> {
             model: name,
             source,
         })?;
-        metrics::gauge!("classifier_model_loaded", "model" => name).set(1.0);
+        metrics::gauge!(telemetry::CLASSIFIER_MODEL_LOADED, "model" => name).set(1.0);
         Ok(Some(model))
     }
 
