@@ -41,16 +41,7 @@ pub fn audio_duration(bytes: Bytes) -> Result<Duration, Failure> {
 
 /// [`audio_duration`], refusing a file of more than `max_packets` packets.
 fn duration_within(bytes: Bytes, max_packets: u64) -> Result<Duration, Failure> {
-    let stream = MediaSourceStream::new(Box::new(Cursor::new(bytes)), Default::default());
-    let probed = symphonia::default::get_probe()
-        .format(
-            &Hint::new(),
-            stream,
-            &FormatOptions::default(),
-            &MetadataOptions::default(),
-        )
-        .map_err(|_| unsupported())?;
-    let mut format = probed.format;
+    let mut format = open(bytes)?;
     let track = format.default_track().ok_or_else(unsupported)?;
     let params = track.codec_params.clone();
     let track_id = track.id;
@@ -61,7 +52,22 @@ fn duration_within(bytes: Bytes, max_packets: u64) -> Result<Duration, Failure> 
     }
 }
 
-fn unsupported() -> Failure {
+/// The container of the audio in `bytes`, its format guessed from its content.
+pub fn open(bytes: Bytes) -> Result<Box<dyn FormatReader>, Failure> {
+    let stream = MediaSourceStream::new(Box::new(Cursor::new(bytes)), Default::default());
+    let probed = symphonia::default::get_probe()
+        .format(
+            &Hint::new(),
+            stream,
+            &FormatOptions::default(),
+            &MetadataOptions::default(),
+        )
+        .map_err(|_| unsupported())?;
+    Ok(probed.format)
+}
+
+/// The failure of audio that cannot be read.
+pub fn unsupported() -> Failure {
     Failure::permanent(
         FailureCode::MediaUnsupported,
         "The audio format is not supported or the file is corrupt.",

@@ -3,16 +3,15 @@
 //! time so memory stays at one window whatever the clip's length. The probe's limits hold: at
 //! most [`probe::MAX_AUDIO`] of sound and [`probe::MAX_PACKETS`] packets.
 
-use std::io::Cursor;
-
 use bytes::Bytes;
-use moderation_shared::domain::FailureCode;
 use symphonia::core::{
     audio::SampleBuffer, codecs::DecoderOptions, errors::Error as SymphoniaError,
-    formats::FormatOptions, io::MediaSourceStream, meta::MetadataOptions, probe::Hint,
 };
 
-use crate::{failure::Failure, probe};
+use crate::{
+    failure::Failure,
+    probe::{self, unsupported},
+};
 
 /// Whisper's sample rate.
 pub const SAMPLE_RATE: u32 = 16_000;
@@ -26,16 +25,7 @@ pub fn windows(
     bytes: Bytes,
     mut on_window: impl FnMut(&[f32]) -> Result<(), Failure>,
 ) -> Result<(), Failure> {
-    let stream = MediaSourceStream::new(Box::new(Cursor::new(bytes)), Default::default());
-    let probed = symphonia::default::get_probe()
-        .format(
-            &Hint::new(),
-            stream,
-            &FormatOptions::default(),
-            &MetadataOptions::default(),
-        )
-        .map_err(|_| unsupported())?;
-    let mut format = probed.format;
+    let mut format = probe::open(bytes)?;
     let track = format.default_track().ok_or_else(unsupported)?;
     let track_id = track.id;
     let mut decoder = symphonia::default::get_codecs()
@@ -115,13 +105,6 @@ pub fn windows(
         on_window(&window)?;
     }
     Ok(())
-}
-
-fn unsupported() -> Failure {
-    Failure::permanent(
-        FailureCode::MediaUnsupported,
-        "The audio format is not supported or the file is corrupt.",
-    )
 }
 
 /// Zero crossings of the sinc on each side of an output sample: a sharp low-pass (about 1 %
