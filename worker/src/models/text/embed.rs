@@ -7,7 +7,10 @@ use std::{path::Path, sync::Arc};
 
 use anyhow::{anyhow, bail, Context};
 use tokenizers::{Tokenizer, TruncationParams};
-use tract_onnx::prelude::*;
+use tract_onnx::{
+    prelude::*,
+    tract_core::ops::{array::Gather, cast::Cast, change_axes::wire_with_rank_broadcast},
+};
 
 /// The length of an embedding.
 pub const DIM: usize = 384;
@@ -51,7 +54,12 @@ impl Embedder {
         let model_path = dir.join("model.onnx");
         let plan = tract_onnx::onnx()
             .model_for_path(&model_path)
-            .and_then(|model| model.into_optimized())
+            .and_then(|model| model.into_typed())
+            .and_then(|model| model.into_decluttered())
+            .and_then(|mut model| {
+                gather_before_dequantising(&mut model)?;
+                model.into_optimized()
+            })
             .and_then(|model| model.into_runnable())
             .with_context(|| format!("{} could not be loaded", model_path.display()))?;
         let model = plan.model();
@@ -151,6 +159,65 @@ impl Embedder {
     }
 }
 
+/// Picks the rows of a quantised embedding table before dequantising them.
+///
+/// The model stores its word embeddings (30522 x 384) as int8 times a scale, and tract
+/// dequantises the whole table, 47 MB of f32, at every run before `Gather` picks the rows of
+/// the text's tokens: that was most of a short text's time. Each `Gather(Mul(Cast(table),
+/// scale), ids)` over a constant int8 table and a constant scale becomes
+/// `Mul(Cast(Gather(table, ids)), Gather(scale, ids))` (a scale per row, as here) or
+/// `Mul(Cast(Gather(table, ids)), scale)` (one scale): the same numbers, for the text's tokens
+/// only.
+fn gather_before_dequantising(model: &mut TypedModel) -> TractResult<()> {
+    let gathers: Vec<(usize, usize)> = model
+        .nodes()
+        .iter()
+        .filter_map(|node| node.op_as::<Gather>().map(|gather| (node.id, gather.axis)))
+        .collect();
+    for (id, axis) in gathers {
+        let gather = model.node(id);
+        let mul = model.node(gather.inputs[0].node);
+        if mul.op.name() != "Mul" || mul.inputs.len() != 2 {
+            continue;
+        }
+        let cast = model.node(mul.inputs[0].node);
+        let table = model.outlet_fact(cast.inputs[0])?;
+        let scale = model.outlet_fact(mul.inputs[1])?;
+        // A scale per row of the table is gathered with it; a single scale applies as it is.
+        let per_row = scale.rank() == table.rank() && scale.shape[axis] == table.shape[axis];
+        let single = scale.shape.volume().is_one();
+        let only_user = |outlet: OutletId| model.outlet_successors(outlet).len() == 1;
+        if !cast.op_is::<Cast>()
+            || table.konst.is_none()
+            || scale.konst.is_none()
+            || !(per_row || single)
+            || !only_user(mul.inputs[0])
+            || !only_user(gather.inputs[0])
+        {
+            continue;
+        }
+        let name = &gather.name;
+        let mut patch = TypedModelPatch::new("gather before dequantising");
+        let table = patch.tap_model(model, cast.inputs[0])?;
+        let ids = patch.tap_model(model, gather.inputs[1])?;
+        let mut scale = patch.tap_model(model, mul.inputs[1])?;
+        if per_row {
+            scale = patch.wire_node(format!("{name}.scales"), gather.op.clone(), &[scale, ids])?[0];
+        }
+        let rows = patch.wire_node(format!("{name}.rows"), gather.op.clone(), &[table, ids])?;
+        let rows = patch.wire_node(format!("{name}.cast"), cast.op.clone(), &rows)?;
+        let rows = wire_with_rank_broadcast(
+            format!("{name}.dequantised"),
+            &mut patch,
+            mul.op.clone(),
+            &[rows[0], scale],
+        )?;
+        patch.shunt_outside(model, OutletId::new(id, 0), rows[0])?;
+        patch.apply(model)?;
+    }
+    Ok(())
+}
+
 /// The mean of the token vectors of `hidden` (`tokens.len()` rows of `dim`) whose mask is 1,
 /// normalised to unit length.
 fn mean_pool(hidden: &[f32], mask: &[i64], dim: usize) -> Embedding {
@@ -183,6 +250,61 @@ mod tests {
         // (1+3)/2, (0+4)/2 = (2, 2) -> unit length.
         let expected = std::f32::consts::FRAC_1_SQRT_2;
         assert!((pooled[0] - expected).abs() < 1e-6 && (pooled[1] - expected).abs() < 1e-6);
+    }
+
+    #[test]
+    fn rows_are_gathered_before_they_are_dequantised() -> TractResult<()> {
+        // Wired by hand: `wire_node` would fold the constant table's cast at once, as tract's
+        // loader does not for the real model.
+        let mut model = TypedModel::default();
+        let ids = model.add_source("ids", i64::fact([3]))?;
+        let table = model.add_const("table", tensor2(&[[1i8, -2], [3, 4], [5, 6], [-7, 8]]))?;
+        let scales = model.add_const("scales", tensor2(&[[0.5f32], [1.0], [2.0], [4.0]]))?;
+        let mut add = |name: &str, op: Box<dyn TypedOp>, inputs: &[OutletId], shape: &[usize]| {
+            let node = model.add_node(name, op, tvec!(f32::fact(shape)))?;
+            for (slot, input) in inputs.iter().enumerate() {
+                model.add_edge(*input, InletId::new(node, slot))?;
+            }
+            TractResult::Ok(OutletId::new(node, 0))
+        };
+        let cast = add(
+            "cast",
+            Box::new(Cast {
+                to: f32::datum_type(),
+            }),
+            &[table],
+            &[4, 2],
+        )?;
+        let mul = add(
+            "mul",
+            Box::new(tract_onnx::tract_core::ops::math::mul()),
+            &[cast, scales],
+            &[4, 2],
+        )?;
+        let out = add("gather", Box::new(Gather::new(0)), &[mul, ids], &[3, 2])?;
+        model.select_output_outlets(&[out])?;
+        let run = |model: &TypedModel| -> TractResult<Tensor> {
+            let plan = model.clone().into_runnable()?;
+            let out = plan.run(tvec!(tensor1(&[3i64, 0, 2]).into()))?;
+            Ok(out[0].clone().into_tensor())
+        };
+        let before = run(&model)?;
+        gather_before_dequantising(&mut model)?;
+
+        assert_eq!(run(&model)?, before);
+        assert_eq!(
+            before,
+            tensor2(&[[-28.0f32, 32.0], [0.5, -1.0], [10.0, 12.0]])
+        );
+        // The whole table is no longer cast: only the gathered rows are.
+        let casts: Vec<&str> = model
+            .nodes()
+            .iter()
+            .filter(|node| node.op_is::<Cast>())
+            .map(|node| node.name.as_str())
+            .collect();
+        assert_eq!(casts, ["gather.cast"]);
+        Ok(())
     }
 
     #[test]
