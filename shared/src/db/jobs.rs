@@ -236,7 +236,8 @@ pub type Position = (OffsetDateTime, JobId);
 ///
 /// Only the filters given reach the statement, so each page is read in order from an index
 /// and stops after `limit` rows: `jobs_account_status_idx` with a status,
-/// `jobs_account_created_idx` (backwards) without; a type or date filter narrows that scan.
+/// `jobs_account_type_created_idx` with a type alone, `jobs_account_created_idx` (backwards)
+/// without either; a date filter narrows that scan.
 /// [`search_plan`] shows the plan.
 pub async fn search(
     client: &impl GenericClient,

@@ -218,6 +218,22 @@ async fn every_job_list_page_is_read_from_an_index() {
             assert!(!plan.contains("Sort"), "{search:?} {after:?}: {plan}");
         }
     }
+    // A type that few of the account's jobs have is read from its own index, not found by
+    // walking every job of the account.
+    let images = Search {
+        kind: Some("image".to_owned()),
+        ..Search::default()
+    };
+    for after in [None, after] {
+        let plan = jobs::search_plan(&client, account, &images, after, 26)
+            .await
+            .unwrap();
+        assert!(
+            plan.contains("jobs_account_type_created_idx"),
+            "{after:?}: {plan}"
+        );
+        assert!(!plan.contains("Sort"), "{after:?}: {plan}");
+    }
 }
 
 #[tokio::test]
