@@ -6,11 +6,14 @@
 #    (target ratio >= 1.0, floor 0.5);
 #  - text: end-to-end text jobs/s with the text models on (target >= 300/s);
 #  and the worker's peak RSS with every model loaded (target <= 600 MB).
+# MODELS_PARTS (e.g. "text rss") runs only those parts.
 source "$(dirname "$0")/../lib.sh"
 ensure_models
 ensure_model_tests
 export MODEL_TESTS_PYTHON=$MODEL_TESTS_VENV/bin/python
-for part in "$(dirname "$0")"/models.d/*.sh; do
-  log "models: $(basename "$part" .sh)"
+for name in ${MODELS_PARTS:-audio nsfw rss text}; do
+  part="$(dirname "$0")/models.d/$name.sh"
+  [ -f "$part" ] || die "no part $part"
+  log "models: $name"
   bash "$part"
 done
