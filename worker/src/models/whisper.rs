@@ -15,6 +15,7 @@ mod decode;
 mod decoder;
 mod encoder;
 pub mod mel;
+mod ops;
 pub mod pcm;
 
 use std::{fmt, path::Path};

@@ -9,6 +9,8 @@ use candle_core::{Device, Module, Result, Tensor, D};
 use candle_nn::{conv1d, layer_norm, Conv1d, Conv1dConfig, LayerNorm, Linear, VarBuilder};
 use candle_transformers::models::whisper::Config;
 
+use super::ops;
+
 const LAYER_NORM_EPS: f64 = 1e-5;
 
 /// Query rows attended at once: 1500 frames in blocks of 250 keep a block's scores at 1.5 MB.
@@ -94,8 +96,8 @@ impl Encoder {
 
     /// Encodes the log-mel spectrogram `mel` (1, mels, frames) into (1, frames / 2, state).
     pub fn forward(&self, mel: &Tensor) -> Result<Tensor> {
-        let x = self.conv1.forward(mel)?.gelu()?;
-        let x = self.conv2.forward(&x)?.gelu()?;
+        let x = ops::gelu(&self.conv1.forward(mel)?)?;
+        let x = ops::gelu(&self.conv2.forward(&x)?)?;
         // (state, frames) to (frames, state): the positions' add makes it contiguous.
         let x = x.squeeze(0)?.t()?;
         let frames = x.dim(0)?;
@@ -103,9 +105,9 @@ impl Encoder {
         for layer in &self.layers {
             let attended = self.attend(layer, &layer.attn_norm.forward(&x)?)?;
             x = (x + layer.out.forward(&attended)?)?;
-            let mlp = layer
-                .fc2
-                .forward(&layer.fc1.forward(&layer.mlp_norm.forward(&x)?)?.gelu()?)?;
+            let mlp = layer.fc2.forward(&ops::gelu(
+                &layer.fc1.forward(&layer.mlp_norm.forward(&x)?)?,
+            )?)?;
             x = (x + mlp)?;
         }
         self.norm.forward(&x)?.unsqueeze(0)
@@ -126,7 +128,7 @@ impl Encoder {
                     .step_by(ROWS)
                     .map(|row| {
                         let q = q.narrow(0, row, ROWS.min(frames - row))?;
-                        candle_nn::ops::softmax_last_dim(&q.matmul(&k)?)?.matmul(&v)
+                        ops::softmax_last_dim(&q.matmul(&k)?)?.matmul(&v)
                     })
                     .collect::<Result<Vec<_>>>()?;
                 Tensor::cat(&blocks, 0)
