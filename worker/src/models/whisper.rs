@@ -13,7 +13,9 @@
 
 mod decode;
 mod decoder;
+mod encoder;
 pub mod mel;
+mod ops;
 pub mod pcm;
 
 use std::{fmt, path::Path};
@@ -22,7 +24,7 @@ use anyhow::Context;
 use bytes::Bytes;
 use candle_core::{DType, Device};
 use candle_nn::VarBuilder;
-use candle_transformers::models::whisper::{self as m, Config};
+use candle_transformers::models::whisper::Config;
 use moderation_shared::domain::FailureCode;
 use tokenizers::Tokenizer;
 
@@ -74,7 +76,7 @@ impl fmt::Debug for Transcript {
 /// transcription works on its own copy of the decoder's caches (the weights are shared).
 pub struct Whisper {
     config: Config,
-    encoder: m::model::AudioEncoder,
+    encoder: encoder::Encoder,
     decoder: decoder::Decoder,
     tokenizer: Tokenizer,
     filters: Vec<f32>,
@@ -96,11 +98,8 @@ impl Whisper {
         // f32 on the CPU: candle's f16 matrix products are slower here than f32's.
         let vars = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
             .context("parsing whisper/model.safetensors")?;
-        // candle's encoder, and a decoder of our own with a cache (candle's decoder, loaded
-        // with the encoder, is dropped here).
-        let encoder = m::model::Whisper::load(&vars, config.clone())
-            .context("loading Whisper's encoder from whisper/model.safetensors")?
-            .encoder;
+        let encoder = encoder::Encoder::load(vars.clone(), &config)
+            .context("loading Whisper's encoder from whisper/model.safetensors")?;
         let decoder = decoder::Decoder::load(vars, &config)
             .context("loading Whisper's decoder from whisper/model.safetensors")?;
         let tokens = decode::Tokens::new(&tokenizer, &config)?;
@@ -117,10 +116,9 @@ impl Whisper {
     /// Transcribes the audio in `bytes`, skipping windows without speech. Blocking CPU work:
     /// run it through [`super::Inference`].
     pub fn transcribe(&self, audio: impl Into<Bytes>) -> Result<Transcript, Failure> {
-        let mut encoder = self.encoder.clone();
         let mut text = String::new();
         pcm::windows(audio.into(), |samples| {
-            let window = self.window(&mut encoder, samples)?;
+            let window = self.window(samples)?;
             if window.is_speech() {
                 let words = self
                     .tokenizer
@@ -137,13 +135,9 @@ impl Whisper {
     }
 
     /// Decodes one window of 16 kHz samples.
-    fn window(
-        &self,
-        encoder: &mut m::model::AudioEncoder,
-        samples: &[f32],
-    ) -> Result<decode::Window, Failure> {
+    fn window(&self, samples: &[f32]) -> Result<decode::Window, Failure> {
         let mel = mel::spectrogram(&self.config, &self.filters, samples);
-        decode::greedy(encoder, &self.decoder, &self.tokens, mel)
+        decode::greedy(&self.encoder, &self.decoder, &self.tokens, mel)
             .map_err(|e| model_failed(e.into()))
     }
 }

@@ -2,10 +2,10 @@
 
 use anyhow::Context;
 use candle_core::{Device, Tensor};
-use candle_transformers::models::whisper::{self as m, model::AudioEncoder, Config};
+use candle_transformers::models::whisper::{self as m, Config};
 use tokenizers::Tokenizer;
 
-use super::{decoder::Decoder, LOGPROB_THRESHOLD, NO_SPEECH_THRESHOLD};
+use super::{decoder::Decoder, encoder::Encoder, LOGPROB_THRESHOLD, NO_SPEECH_THRESHOLD};
 
 /// The most tokens decoded in a window: half the decoder's context, as OpenAI's `sample_len`.
 pub const MAX_TOKENS: usize = 224;
@@ -88,14 +88,14 @@ impl Window {
 
 /// Decodes the log-mel spectrogram `mel` (80 x 3000) greedily.
 pub fn greedy(
-    encoder: &mut AudioEncoder,
+    encoder: &Encoder,
     decoder: &Decoder,
     tokens: &Tokens,
     mel: Vec<f32>,
 ) -> candle_core::Result<Window> {
     let bins = mel.len() / m::N_FRAMES;
     let mel = Tensor::from_vec(mel, (1, bins, m::N_FRAMES), &Device::Cpu)?;
-    let audio = encoder.forward(&mel, true)?;
+    let audio = encoder.forward(&mel)?;
     let mut cache = decoder.cache(&audio)?;
     let prompt = [tokens.start, tokens.no_timestamps];
     let logits = decoder.forward(&prompt, &mut cache)?;
