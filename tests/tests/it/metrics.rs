@@ -193,9 +193,10 @@ fn assert_families(process: &str, text: &str, expected: &[(&str, &[&str])]) {
     assert_eq!(found, want, "the {process} exposition:\n{text}");
 }
 
-/// Polls `port`'s exposition until `ready` holds for it (10 s at most).
+/// Polls `port`'s exposition until `ready` holds for it (30 s at most: the job it waits for
+/// crosses the whole fleet, which a loaded machine slows).
 async fn exposition_when(port: u16, ready: impl Fn(&str) -> bool) -> String {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
             .await
