@@ -108,7 +108,9 @@ for column in 2 3 4; do
     }' "$WORK/rss"
 done
 receiver_pid=$RECEIVER_PID
-echo "soak: RSS (MB) every minute: seconds api worker dispatcher"
+# Every 15 s sample is kept for a closer look (the scenario's directory is removed on exit).
+cp "$WORK/rss" "$ROOT/target/soak-rss.txt"
+echo "soak: RSS (MB) every minute (every 15 s in target/soak-rss.txt, kB): seconds api worker dispatcher"
 awk '$1 % 60 == 0 { printf "soak:   %4d %6.1f %6.1f %6.1f\n", $1, $2 / 1024, $3 / 1024, $4 / 1024 }' "$WORK/rss"
 exec {RECEIVER[1]}>&-
 wait "$receiver_pid" 2>/dev/null || true
