@@ -3,8 +3,9 @@
 # prompts submitted through the api by wrk (64 connections, DURATION s, default 5: the api takes
 # in far more than the worker finishes, so a longer run only lengthens the backlog), classified
 # by one text worker; completed jobs/s over the run (first submission to last completion, once
-# every job has finished: at most 600 s), the share rejected, and the worker's peak RSS with the text models loaded
-# (idle after loading, and after the run). Target: >= 300 completed text jobs/s on 2 cores.
+# every job has finished: at most 600 s), the share rejected, and the worker's peak RSS with
+# the text models loaded (idle after loading, and after the run). Target: >= 300 completed
+# text jobs/s on 2 cores.
 # The models come from scripts/models (APP_MODEL_DIR, else the default directory).
 source "$(dirname "$0")/../../lib.sh"
 command -v wrk >/dev/null || apt_install wrk
