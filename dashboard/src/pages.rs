@@ -55,6 +55,16 @@ pub fn render(page: &impl Template) -> Result<HttpResponse, DashboardError> {
         .body(body))
 }
 
+/// Renders `page` answered with `status`: a page showing a refused form.
+pub fn render_with(
+    page: &impl Template,
+    status: actix_web::http::StatusCode,
+) -> Result<HttpResponse, DashboardError> {
+    let mut res = render(page)?;
+    *res.status_mut() = status;
+    Ok(res)
+}
+
 /// A redirect after a successful POST (303, so a reload does not post again).
 pub fn see_other(location: &str) -> HttpResponse {
     HttpResponse::SeeOther()

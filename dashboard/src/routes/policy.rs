@@ -2,7 +2,7 @@
 //! Every change bumps the account's policy version in its transaction, as the api's do, so
 //! workers recompile their matchers.
 
-use actix_web::{web, HttpResponse};
+use actix_web::{http::StatusCode, web, HttpResponse};
 use askama::Template;
 use moderation_shared::{
     db::{
@@ -17,7 +17,7 @@ use crate::{
     error::DashboardError,
     form::Posted,
     nav::Nav,
-    pages::{render, see_other},
+    pages::{render_with, see_other},
     session::Session,
     state::AppState,
 };
@@ -124,17 +124,21 @@ async fn page(
             },
         )
         .collect();
-    let mut res = render(&PolicyPage {
-        nav: Some(session.nav("policy")),
-        csrf: session.csrf.clone(),
-        categories,
-        terms,
-        create,
-    })?;
-    if refused_any {
-        *res.status_mut() = actix_web::http::StatusCode::BAD_REQUEST;
-    }
-    Ok(res)
+    let status = if refused_any {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::OK
+    };
+    render_with(
+        &PolicyPage {
+            nav: Some(session.nav("policy")),
+            csrf: session.csrf.clone(),
+            categories,
+            terms,
+            create,
+        },
+        status,
+    )
 }
 
 /// Keywords or terms typed one a line or separated by commas.

@@ -27,7 +27,7 @@ use crate::{
     error::DashboardError,
     form::{Fields, Posted},
     nav::Nav,
-    pages::{render, see_other, status_word, Stamp},
+    pages::{render, render_with, see_other, status_word, Stamp},
     session::Session,
     state::AppState,
 };
@@ -139,13 +139,6 @@ async fn page(state: &AppState, session: &Session) -> Result<RegistryPage, Dashb
     })
 }
 
-/// The page with a refused form, answered with `status`.
-fn refused(page: &RegistryPage, status: StatusCode) -> Result<HttpResponse, DashboardError> {
-    let mut res = render(page)?;
-    *res.status_mut() = status;
-    Ok(res)
-}
-
 /// The client hash of the form's identifier: the SHA-256 (64 lowercase hex digits) of the
 /// normalised email address, as the api takes it, or an email address normalised and hashed
 /// here. The messages never repeat the value.
@@ -199,7 +192,7 @@ async fn report(
                 case_ref: case_ref.to_owned(),
                 error: Some(message),
             };
-            return refused(&page, StatusCode::BAD_REQUEST);
+            return render_with(&page, StatusCode::BAD_REQUEST);
         }
     };
     let identifier = state.registry_key.identify(&hash);
@@ -230,7 +223,7 @@ async fn report(
                         .to_owned(),
                 ),
             };
-            refused(&page, StatusCode::CONFLICT)
+            render_with(&page, StatusCode::CONFLICT)
         }
     }
 }
@@ -245,7 +238,7 @@ async fn check(state: web::Data<AppState>, posted: Posted) -> Result<HttpRespons
         Ok(hash) => hash,
         Err(message) => {
             shown.check_error = Some(message);
-            return refused(&shown, StatusCode::BAD_REQUEST);
+            return render_with(&shown, StatusCode::BAD_REQUEST);
         }
     };
     let identifier = state.registry_key.identify(&hash);
@@ -263,7 +256,7 @@ async fn check(state: web::Data<AppState>, posted: Posted) -> Result<HttpRespons
             "Your account's daily quota of {quota_daily} registry checks is used up; it resets \
              at midnight UTC."
         ));
-        return refused(&shown, StatusCode::TOO_MANY_REQUESTS);
+        return render_with(&shown, StatusCode::TOO_MANY_REQUESTS);
     }
     let matches =
         registry_entries::find_matches(&client, session.account(), &[identifier], now).await?;

@@ -2,7 +2,7 @@
 //! lines), or the URL of an image, video or audio file. Such a job has no `api_key_id` (no key was used); it is stored and enqueued exactly
 //! as the api does, and its webhook goes to the account's global URL.
 
-use actix_web::{web, HttpResponse};
+use actix_web::{http::StatusCode, web, HttpResponse};
 use askama::Template;
 use moderation_shared::{
     db::jobs::{self, NewJob},
@@ -14,7 +14,7 @@ use crate::{
     error::DashboardError,
     form::{Fields, Posted},
     nav::Nav,
-    pages::{render, see_other},
+    pages::{render, render_with, see_other},
     session::Session,
     state::AppState,
 };
@@ -28,17 +28,35 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/submit", web::post().to(submit));
 }
 
-#[derive(Template)]
+#[derive(Template, Default)]
 #[template(path = "submit.html")]
 struct SubmitPage {
     nav: Option<Nav>,
     csrf: String,
+    /// The refused form (`text`, `chat` or `media`) and why; the page shows the message
+    /// inside that form, with what was typed.
+    refused: Option<(&'static str, String)>,
+    text: String,
+    messages: String,
+    media: String,
+    url: String,
+}
+
+impl SubmitPage {
+    /// The message shown in `form`, if it was the refused one.
+    fn error_in(&self, form: &str) -> Option<&str> {
+        self.refused
+            .as_ref()
+            .filter(|(refused, _)| *refused == form)
+            .map(|(_, message)| message.as_str())
+    }
 }
 
 async fn form(session: Session) -> Result<HttpResponse, DashboardError> {
     render(&SubmitPage {
         nav: Some(session.nav("submit")),
         csrf: session.csrf.clone(),
+        ..SubmitPage::default()
     })
 }
 
@@ -47,28 +65,28 @@ async fn submit(
     posted: Posted,
 ) -> Result<HttpResponse, DashboardError> {
     let Posted { session, fields } = posted;
-    let (modality, content, messages) = if fields.get("type") == Some("chat") {
-        let messages = chat_messages(fields.all("messages").next().unwrap_or_default())
-            .map_err(DashboardError::BadRequest)?;
-        // Stored as the api stores a chat: a text job whose content is the `role: content`
-        // lines, with the messages beside it.
-        let content = messages
-            .iter()
-            .map(|m| format!("{}: {}", m.role.as_str(), m.content))
-            .collect::<Vec<_>>()
-            .join("\n");
-        (Modality::Text, content, Some(messages))
-    } else {
-        let modality: Modality = fields
-            .get("type")
-            .unwrap_or("text")
-            .parse()
-            .map_err(|_| DashboardError::BadRequest("Choose what to submit.".to_owned()))?;
-        (
-            modality,
-            single_content(&state, &fields, modality).await?,
-            None,
-        )
+    let (modality, content, messages) = match checked(&state, &fields).await {
+        Ok(checked) => checked,
+        Err(DashboardError::BadRequest(message)) => {
+            // The form again, with its error and what was typed, so nothing is lost.
+            let form = match fields.get("type") {
+                Some("chat") => "chat",
+                Some("text") | None => "text",
+                Some(_) => "media",
+            };
+            let typed = |name| fields.all(name).next().unwrap_or_default().to_owned();
+            let page = SubmitPage {
+                nav: Some(session.nav("submit")),
+                csrf: session.csrf.clone(),
+                refused: Some((form, message)),
+                text: typed("text"),
+                messages: typed("messages"),
+                media: typed("type"),
+                url: typed("url"),
+            };
+            return render_with(&page, StatusCode::BAD_REQUEST);
+        }
+        Err(err) => return Err(err),
     };
     let id = JobId::new();
     let job = NewJob {
@@ -93,6 +111,36 @@ async fn submit(
     }
     tracing::info!(job = %id, account = %session.account(), %modality, "Job submitted from the dashboard");
     Ok(see_other(&format!("/jobs/{id}")))
+}
+
+/// The posted form checked: what to store (modality, content and a chat's messages), or a
+/// [`DashboardError::BadRequest`] saying what to correct.
+async fn checked(
+    state: &AppState,
+    fields: &Fields,
+) -> Result<(Modality, String, Option<Vec<ChatMessage>>), DashboardError> {
+    if fields.get("type") == Some("chat") {
+        let messages = chat_messages(fields.all("messages").next().unwrap_or_default())
+            .map_err(DashboardError::BadRequest)?;
+        // Stored as the api stores a chat: a text job whose content is the `role: content`
+        // lines, with the messages beside it.
+        let content = messages
+            .iter()
+            .map(|m| format!("{}: {}", m.role.as_str(), m.content))
+            .collect::<Vec<_>>()
+            .join("\n");
+        return Ok((Modality::Text, content, Some(messages)));
+    }
+    let modality: Modality = fields
+        .get("type")
+        .unwrap_or("text")
+        .parse()
+        .map_err(|_| DashboardError::BadRequest("Choose what to submit.".to_owned()))?;
+    Ok((
+        modality,
+        single_content(state, fields, modality).await?,
+        None,
+    ))
 }
 
 /// The content of a prompt or a media submission, checked.

@@ -109,12 +109,47 @@ async fn a_chat_submitted_from_the_dashboard_is_stored_as_the_api_stores_one() {
             {"role": "assistant", "content": "Fine."},
         ])
     );
+    // The refusal is shown inside the chat form, with what was typed kept.
     assert_eq!(no_role.status(), 400);
-    assert!(no_role
-        .text()
+    let page = no_role.text().await.unwrap();
+    assert!(page.contains(r#"id="messages-error">Line 1 must start with a role"#));
+    assert!(page.contains(r#"aria-describedby="messages-error""#));
+    assert!(page.contains(">just some text</textarea>"));
+    assert!(!page.contains(r#"id="text-error""#));
+}
+
+#[tokio::test]
+async fn a_refused_media_url_is_shown_in_its_form_with_what_was_typed() {
+    let app = spawn_app().await;
+    let dashboard = app.spawn_dashboard().await;
+    let account = app.create_account().await;
+    let visitor = dashboard
+        .signed_in(&app.create_user(account, false).await)
+        .await;
+
+    let refused = visitor
+        .post(
+            "/submit",
+            "/submit",
+            &[("type", "video"), ("url", "ftp://example.com/clip.mp4")],
+        )
+        .await;
+
+    assert_eq!(refused.status(), 400);
+    let page = refused.text().await.unwrap();
+    assert!(page.contains(r#"id="url-error">The URL was refused"#));
+    assert!(page.contains(r#"value="ftp://example.com/clip.mp4""#));
+    assert!(page.contains(r#"<option value="video" selected>"#));
+    let client = app.db.pool.get().await.unwrap();
+    let stored: i64 = client
+        .query_one(
+            "SELECT count(*) FROM jobs WHERE account_id = $1",
+            &[&account.0],
+        )
         .await
         .unwrap()
-        .contains("Line 1 must start with a role"));
+        .get(0);
+    assert_eq!(stored, 0);
 }
 
 #[tokio::test]
