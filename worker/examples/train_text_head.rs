@@ -123,15 +123,15 @@ fn main() -> anyhow::Result<()> {
         .zip(&models)
         .map(|((name, _), model)| CategoryWeights {
             name: (*name).to_owned(),
-            bias: (model[FEATURES] - shift) as f32,
-            profanity: model[DIM] as f32,
+            bias: rounded(model[FEATURES] - shift),
+            profanity: rounded(model[DIM]),
             margins: model[DIM + 1..FEATURES]
                 .iter()
-                .map(|w| (w * MARGIN_SCALE) as f32)
+                .map(|w| rounded(w * MARGIN_SCALE))
                 .collect(),
             embedding: model[..DIM]
                 .iter()
-                .map(|w| (w * EMBEDDING_SCALE) as f32)
+                .map(|w| rounded(w * EMBEDDING_SCALE))
                 .collect(),
         })
         .collect();
@@ -150,6 +150,12 @@ fn main() -> anyhow::Result<()> {
         .with_context(|| format!("{}", out.display()))?;
     println!("wrote {}", out.display());
     Ok(())
+}
+
+/// A weight rounded to 1e-5: MiniLM's embeddings vary between runs in their last bits, which
+/// would otherwise change the file's last digits.
+fn rounded(weight: f64) -> f32 {
+    ((weight * 1e5).round() / 1e5) as f32
 }
 
 /// The training data: the prototypes, the tuned corpus `corpus/*.tsv` and the training corpus
