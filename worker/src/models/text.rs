@@ -2,9 +2,10 @@
 //! `violence`, `self_harm` and `sexual` in [0, 1] and judges custom categories by meaning.
 //!
 //! A text is cut into segments (each chat message alone and with the message before it as
-//! context; long texts at sentence ends), every segment is embedded by MiniLM and scored
-//! against prototype sentences per category ([`score`]), with alt-profanity-check's score as an
-//! extra signal for insults; a category's score is its highest over the segments. Embeddings of
+//! context; long texts at sentence ends), every segment is embedded by MiniLM and compared with
+//! prototype sentences per category ([`score`]); a trained linear head ([`head`]) scores each
+//! category from the embedding, those margins and alt-profanity-check's score. A category's
+//! score is its highest over the segments. Embeddings of
 //! concurrent jobs are gathered into one inference by a [`Batcher`], which runs on the
 //! [`Inference`] pool, never on the async threads. Everything is loaded once per process.
 
@@ -19,6 +20,7 @@ use super::{Inference, InferenceFailed, Loader};
 use crate::classify::{local, Policy, TextContent, Verdict};
 
 pub mod embed;
+pub mod head;
 pub mod profanity;
 pub mod prototypes;
 pub mod score;
@@ -262,7 +264,7 @@ pub fn verdict(scores: &TextScores, policy: &Policy, threshold: f32) -> Verdict 
     verdict
 }
 
-/// Loads the embedder and embeds the prototypes.
+/// Loads the embedder, embeds the prototypes and loads the compiled head.
 fn load_embedder(dir: &Path) -> anyhow::Result<(Embedder, Scorer)> {
     let embedder = Embedder::load(dir)?;
     let mut categories = Vec::new();
@@ -270,7 +272,8 @@ fn load_embedder(dir: &Path) -> anyhow::Result<(Embedder, Scorer)> {
         categories.push((name, embed_all(&embedder, sentences)?));
     }
     let benign = embed_all(&embedder, prototypes::BENIGN)?;
-    Ok((embedder, Scorer::new(categories, benign)))
+    let head = head::Head::compiled()?;
+    Ok((embedder, Scorer::new(categories, benign, head)))
 }
 
 fn embed_all(embedder: &Embedder, sentences: &[&str]) -> anyhow::Result<Vec<Embedding>> {
@@ -445,6 +448,32 @@ mod tests {
             );
             assert!(verdict.scores.values().all(|s| (0.0..=1.0).contains(s)));
         }
+    }
+
+    #[tokio::test]
+    #[ignore = "needs the prepared models: TEST_MODEL_DIR"]
+    async fn text_model_head_scores_a_blunt_threat_high_and_an_idiom_low() {
+        let dir = std::env::var_os("TEST_MODEL_DIR").expect("TEST_MODEL_DIR");
+        let model =
+            TextModel::load_dir(Path::new(&dir), Inference::new(2), DEFAULT_THRESHOLD).unwrap();
+        let score = |text: &'static str| {
+            let model = &model;
+            async move {
+                let content = TextContent {
+                    text,
+                    messages: None,
+                };
+                let scores = model.scores(content, &Policy::default()).await.unwrap();
+                scores.categories
+            }
+        };
+
+        let threat = score("I am going to stab you when you leave work tonight.").await;
+        let idiom = score("I could murder a pizza right now.").await;
+
+        assert_eq!(threat[2].0, "violence");
+        assert!(threat[2].1 > 0.8, "{threat:?}");
+        assert!(idiom.iter().all(|(_, s)| *s < 0.3), "{idiom:?}");
     }
 
     #[test]

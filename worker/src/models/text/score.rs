@@ -1,26 +1,14 @@
-//! From a text's embedding (and its profanity score) to the five category scores: the text's
-//! similarity to each category's prototypes, less its similarity to the benign prototypes,
-//! through a logistic curve. A text as close to a benign sentence as to a category's harmful
-//! ones scores low however alarming its words.
+//! From a text's embedding (and its profanity score) to the five category scores. The text's
+//! similarity to each category's prototypes, less its similarity to the benign prototypes (its
+//! margins), goes with the embedding itself and the profanity score into the trained
+//! [`Head`]. A text as close to a benign sentence as to a category's harmful ones has a low
+//! margin however alarming its words.
 
-use super::embed::Embedding;
+use super::{embed::Embedding, head::Head};
 
 /// Prototypes counted per side: the mean of the `TOP` closest, steadier than the single
 /// closest.
-const TOP: usize = 2;
-
-/// The margin (category similarity less benign similarity) that scores 0.5.
-pub const MARGIN: f32 = 0.04;
-
-/// How steeply the score climbs with the margin: a margin of `MARGIN + 1 / SLOPE` scores 0.73.
-pub const SLOPE: f32 = 20.0;
-
-/// How much the profanity model adds (to the logit) for the insult categories, where a
-/// profane text is likelier to be an attack than an idiom.
-pub const PROFANITY_WEIGHT: f32 = 0.2;
-
-/// Categories the profanity score adds to.
-const PROFANE: [&str; 2] = ["harassment", "hate"];
+pub const TOP: usize = 2;
 
 /// What the scorer measured of a text for one category.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -31,16 +19,26 @@ pub struct Measure {
     pub benign: f32,
 }
 
-/// The prototypes' embeddings.
+/// The prototypes' embeddings and the head.
 pub struct Scorer {
     categories: Vec<(&'static str, Vec<Embedding>)>,
     benign: Vec<Embedding>,
+    head: Head,
 }
 
 impl Scorer {
-    /// A scorer from each category's prototype embeddings and the benign ones.
-    pub fn new(categories: Vec<(&'static str, Vec<Embedding>)>, benign: Vec<Embedding>) -> Self {
-        Self { categories, benign }
+    /// A scorer from each category's prototype embeddings, the benign ones and the head (whose
+    /// categories are the same, in the same order).
+    pub fn new(
+        categories: Vec<(&'static str, Vec<Embedding>)>,
+        benign: Vec<Embedding>,
+        head: Head,
+    ) -> Self {
+        Self {
+            categories,
+            benign,
+            head,
+        }
     }
 
     /// The category names, in order.
@@ -63,20 +61,13 @@ impl Scorer {
     /// Per category, the score in [0, 1] of a text with embedding `text` and profanity score
     /// `profanity`.
     pub fn score(&self, text: &Embedding, profanity: f32) -> Vec<(&'static str, f32)> {
-        self.measure(text)
-            .into_iter()
-            .map(|(name, measure)| (name, score(name, measure, profanity)))
-            .collect()
+        let margins: Vec<f32> = self
+            .measure(text)
+            .iter()
+            .map(|(_, m)| m.category - m.benign)
+            .collect();
+        self.head.score(text, profanity, &margins)
     }
-}
-
-/// The score of one category from its measure.
-pub fn score(name: &str, measure: Measure, profanity: f32) -> f32 {
-    let mut logit = (measure.category - measure.benign - MARGIN) * SLOPE;
-    if PROFANE.contains(&name) {
-        logit += PROFANITY_WEIGHT * (profanity - 0.5) * 2.0;
-    }
-    1.0 / (1.0 + (-logit).exp())
 }
 
 /// The cosine similarity of two unit vectors.
@@ -85,7 +76,7 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// The mean similarity of `text` to its `TOP` closest `prototypes` (0 without prototypes).
-fn top_mean(prototypes: &[Embedding], text: &[f32]) -> f32 {
+pub fn top_mean(prototypes: &[Embedding], text: &[f32]) -> f32 {
     let mut sims: Vec<f32> = prototypes.iter().map(|p| cosine(p, text)).collect();
     sims.sort_by(|a, b| b.total_cmp(a));
     let top = &sims[..sims.len().min(TOP)];
@@ -117,34 +108,30 @@ mod tests {
                 ),
             ],
             vec![unit(&[0.0, 0.0, 1.0]), unit(&[0.0, 0.1, 1.0])],
+            Head::compiled().unwrap(),
         )
     }
 
-    #[test]
-    fn a_text_near_a_category_scores_high_there_and_low_elsewhere() {
-        let scores = scorer().score(&unit(&[1.0, 0.0, 0.0]), 0.0);
-        assert_eq!(scores[0].0, "violence");
-        assert!(scores[0].1 > 0.99, "{scores:?}");
-        assert!(scores[1].1 < 0.5, "{scores:?}");
+    fn margins(measures: &[(&'static str, Measure)]) -> Vec<f32> {
+        measures
+            .iter()
+            .map(|(_, m)| m.category - m.benign)
+            .collect()
     }
 
     #[test]
-    fn a_text_nearer_the_benign_prototypes_scores_low_everywhere() {
-        let scores = scorer().score(&unit(&[0.3, 0.0, 1.0]), 0.0);
-        assert!(scores.iter().all(|(_, s)| *s < 0.01), "{scores:?}");
+    fn a_text_near_a_category_has_a_high_margin_there_and_a_low_one_elsewhere() {
+        let measures = scorer().measure(&unit(&[1.0, 0.0, 0.0]));
+        let margins = margins(&measures);
+        assert_eq!(measures[0].0, "violence");
+        assert!(margins[0] > 0.9, "{measures:?}");
+        assert!(margins[1] < 0.1, "{measures:?}");
     }
 
     #[test]
-    fn profanity_raises_only_the_insult_categories() {
-        let measure = Measure {
-            category: 0.5,
-            benign: 0.5,
-        };
-        assert!(score("harassment", measure, 1.0) > score("harassment", measure, 0.0));
-        assert_eq!(
-            score("violence", measure, 1.0),
-            score("violence", measure, 0.0)
-        );
+    fn a_text_nearer_the_benign_prototypes_has_negative_margins_everywhere() {
+        let measures = scorer().measure(&unit(&[0.3, 0.0, 1.0]));
+        assert!(margins(&measures).iter().all(|m| *m < 0.0), "{measures:?}");
     }
 
     #[test]
