@@ -166,6 +166,11 @@ impl WorkerProcess {
             .unwrap_or_default()
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Sends it SIGTERM (from Rust: a minimal Debian has no `kill` program).
     pub fn terminate(&self) {
         let pid = i32::try_from(self.child.id())
