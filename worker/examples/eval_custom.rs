@@ -10,9 +10,13 @@
 //! category), false positives on `off` texts (texts near a category's topic but not in it:
 //! any category hits) and cross hits (an `on` text hits another category too).
 
-use std::path::{Path, PathBuf};
+#[path = "common/corpus.rs"]
+mod corpus;
+
+use std::path::PathBuf;
 
 use anyhow::{bail, Context};
+use corpus::read;
 use moderation_worker::{
     classify::{CustomCategory, Policy, TextContent},
     models::{
@@ -92,16 +96,6 @@ async fn main() -> anyhow::Result<()> {
         report(&policy, &samples, step as f32 * 0.025, false);
     }
     Ok(())
-}
-
-fn read(path: &Path) -> anyhow::Result<Vec<String>> {
-    let raw = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
-    Ok(raw
-        .lines()
-        .map(str::trim_end)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(str::to_owned)
-        .collect())
 }
 
 fn report(policy: &Policy, samples: &[Sample], threshold: f32, detail: bool) {

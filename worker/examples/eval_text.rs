@@ -10,6 +10,9 @@
 //! false-positive rates on ordinary and innocent-alarming messages. `--dump` writes every
 //! segment's measures (for tuning the scorer's constants).
 
+#[path = "common/corpus.rs"]
+mod corpus;
+
 use std::{
     collections::BTreeMap,
     io::Write,
@@ -17,6 +20,7 @@ use std::{
 };
 
 use anyhow::{bail, Context};
+use corpus::read;
 use moderation_worker::{
     classify::{Policy, TextContent},
     models::{
@@ -91,16 +95,6 @@ async fn main() -> anyhow::Result<()> {
         write_dump(&model, &samples, &file).await?;
     }
     Ok(())
-}
-
-fn read(path: &Path) -> anyhow::Result<Vec<String>> {
-    let raw = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
-    Ok(raw
-        .lines()
-        .map(str::trim_end)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(str::to_owned)
-        .collect())
 }
 
 fn flagged(sample: &Sample, threshold: f32) -> bool {

@@ -18,9 +18,13 @@
 //! innocent-alarming), the highest such threshold on ties. It is folded into the biases, so the
 //! worker's default threshold 0.5 flags what the chosen one did.
 
+#[path = "common/corpus.rs"]
+mod corpus;
+
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
+use corpus::read;
 use moderation_worker::{
     classify::TextContent,
     models::text::{
@@ -209,17 +213,6 @@ fn examples(corpus: &Path) -> anyhow::Result<Vec<Example>> {
         }
     }
     Ok(examples)
-}
-
-/// The lines of `path`, without blank and `#` comment lines.
-fn read(path: &Path) -> anyhow::Result<Vec<String>> {
-    let raw = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
-    Ok(raw
-        .lines()
-        .map(str::trim_end)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(str::to_owned)
-        .collect())
 }
 
 /// Every segment of every example with its features. A prototype's margins leave the
