@@ -57,6 +57,15 @@ impl TestApp {
         }
     }
 
+    /// Starts a dashboard and signs a visitor in as a new user (`staff` or not) of a new
+    /// account: the start of most dashboard tests. The account and the visitor.
+    pub async fn signed_in_dashboard(&self, staff: bool) -> (AccountId, Visitor) {
+        let dashboard = self.spawn_dashboard().await;
+        let account = self.create_account().await;
+        let user = self.create_user(account, staff).await;
+        (account, dashboard.signed_in(&user).await)
+    }
+
     /// A dashboard user of `account` with a random address and password.
     pub async fn create_user(&self, account: AccountId, staff: bool) -> TestUser {
         let email = format!("user-{}@example.com", uuid::Uuid::new_v4().simple());

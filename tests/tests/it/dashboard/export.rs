@@ -6,10 +6,8 @@ use time::macros::datetime;
 #[tokio::test]
 async fn the_download_is_the_apis_export_of_the_same_days() {
     let app = spawn_app().await;
-    let dashboard = app.spawn_dashboard().await;
-    let account = app.create_account().await;
+    let (account, visitor) = app.signed_in_dashboard(false).await;
     let key = app.create_key(account, None).await;
-    let user = app.create_user(account, false).await;
     for (content, at) in [
         ("=formula", datetime!(2026-03-01 10:00 UTC)),
         ("plain", datetime!(2026-03-02 23:59 UTC)),
@@ -19,7 +17,6 @@ async fn the_download_is_the_apis_export_of_the_same_days() {
             .insert(&app.db.pool)
             .await;
     }
-    let visitor = dashboard.signed_in(&user).await;
 
     let page = visitor.page("/export").await;
     let download = visitor

@@ -19,10 +19,7 @@ use time::macros::datetime;
 #[tokio::test]
 async fn a_prompt_submitted_from_the_dashboard_completes_without_a_key() {
     let app = spawn_app().await;
-    let dashboard = app.spawn_dashboard().await;
-    let account = app.create_account().await;
-    let user = app.create_user(account, false).await;
-    let visitor = dashboard.signed_in(&user).await;
+    let (_, visitor) = app.signed_in_dashboard(false).await;
     let _worker = spawn_worker(&app, |_| {}).await;
 
     let submitted = visitor
@@ -56,11 +53,7 @@ async fn a_prompt_submitted_from_the_dashboard_completes_without_a_key() {
 #[tokio::test]
 async fn a_chat_submitted_from_the_dashboard_is_stored_as_the_api_stores_one() {
     let app = spawn_app().await;
-    let dashboard = app.spawn_dashboard().await;
-    let account = app.create_account().await;
-    let visitor = dashboard
-        .signed_in(&app.create_user(account, false).await)
-        .await;
+    let (_, visitor) = app.signed_in_dashboard(false).await;
 
     let submitted = visitor
         .post(
@@ -121,11 +114,7 @@ async fn a_chat_submitted_from_the_dashboard_is_stored_as_the_api_stores_one() {
 #[tokio::test]
 async fn a_refused_media_url_is_shown_in_its_form_with_what_was_typed() {
     let app = spawn_app().await;
-    let dashboard = app.spawn_dashboard().await;
-    let account = app.create_account().await;
-    let visitor = dashboard
-        .signed_in(&app.create_user(account, false).await)
-        .await;
+    let (account, visitor) = app.signed_in_dashboard(false).await;
 
     let refused = visitor
         .post(
@@ -155,9 +144,7 @@ async fn a_refused_media_url_is_shown_in_its_form_with_what_was_typed() {
 #[tokio::test]
 async fn the_job_list_keeps_its_filters_and_page_in_the_url() {
     let app = spawn_app().await;
-    let dashboard = app.spawn_dashboard().await;
-    let account = app.create_account().await;
-    let user = app.create_user(account, false).await;
+    let (account, visitor) = app.signed_in_dashboard(false).await;
     for i in 0..30 {
         JobRow::new(account, "text", "x", datetime!(2026-03-01 00:00 UTC))
             .completed(datetime!(2026-03-01 00:01 UTC), i % 2 == 0, None)
@@ -172,7 +159,6 @@ async fn the_job_list_keeps_its_filters_and_page_in_the_url() {
     )
     .insert(&app.db.pool)
     .await;
-    let visitor = dashboard.signed_in(&user).await;
     let rows = |html: &str| html.matches(r#"data-testid="job-row""#).count();
     let unescaped = |html: &str| html.replace("&#38;", "&").replace("&amp;", "&");
 

@@ -12,9 +12,7 @@ fn new_key_of(html: &str) -> Option<String> {
 #[tokio::test]
 async fn a_created_key_is_shown_once_then_only_its_prefix() {
     let app = spawn_app().await;
-    let dashboard = app.spawn_dashboard().await;
-    let user = app.create_user(app.create_account().await, false).await;
-    let visitor = dashboard.signed_in(&user).await;
+    let (_, visitor) = app.signed_in_dashboard(false).await;
 
     let created = visitor
         .post(
@@ -55,12 +53,9 @@ async fn a_created_key_is_shown_once_then_only_its_prefix() {
 #[tokio::test]
 async fn keys_are_renamed_disabled_and_deleted_only_within_the_account() {
     let app = spawn_app().await;
-    let dashboard = app.spawn_dashboard().await;
-    let account = app.create_account().await;
-    let user = app.create_user(account, false).await;
+    let (account, visitor) = app.signed_in_dashboard(false).await;
     let key = app.create_key(account, None).await;
     let other = app.account_with_key(None).await;
-    let visitor = dashboard.signed_in(&user).await;
     let path = |action: &str| format!("/keys/{}/{action}", key.key_id);
 
     let renamed = visitor
@@ -89,9 +84,7 @@ async fn keys_are_renamed_disabled_and_deleted_only_within_the_account() {
 #[tokio::test]
 async fn a_key_cannot_carry_a_scope_the_session_lacks() {
     let app = spawn_app().await;
-    let dashboard = app.spawn_dashboard().await;
-    let user = app.create_user(app.create_account().await, true).await;
-    let visitor = dashboard.signed_in(&user).await;
+    let (_, visitor) = app.signed_in_dashboard(true).await;
 
     let page = visitor.page("/keys").await;
     let staff_scope = visitor

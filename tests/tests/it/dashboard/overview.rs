@@ -7,16 +7,13 @@ use time::Duration;
 #[tokio::test]
 async fn the_overview_draws_the_weeks_jobs_per_modality() {
     let app = spawn_app().await;
-    let dashboard = app.spawn_dashboard().await;
-    let account = app.create_account().await;
-    let user = app.create_user(account, false).await;
+    let (account, visitor) = app.signed_in_dashboard(false).await;
     let now = clock::now();
     for (kind, age) in [("text", 1), ("text", 30), ("image", 2), ("audio", 50)] {
         JobRow::new(account, kind, "x", now - Duration::hours(age))
             .insert(&app.db.pool)
             .await;
     }
-    let visitor = dashboard.signed_in(&user).await;
 
     let week = visitor.page("/").await;
     let hour = visitor.page("/?period=hour").await;

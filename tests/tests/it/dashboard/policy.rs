@@ -5,16 +5,13 @@ use moderation_tests::spawn_app;
 #[tokio::test]
 async fn categories_and_terms_are_added_toggled_and_removed() {
     let app = spawn_app().await;
-    let dashboard = app.spawn_dashboard().await;
-    let account = app.create_account().await;
-    let user = app.create_user(account, false).await;
+    let (account, visitor) = app.signed_in_dashboard(false).await;
     let key = app
         .create_key(
             account,
             Some(&[moderation_shared::domain::Scope::SettingsManage]),
         )
         .await;
-    let visitor = dashboard.signed_in(&user).await;
 
     let empty = visitor.page("/policy").await;
     let created = visitor
@@ -115,16 +112,12 @@ async fn members_see_and_revoke_their_registry_entries_and_others_cannot() {
 #[tokio::test]
 async fn a_categorys_description_and_keywords_are_edited_and_errors_stay_in_the_form() {
     let app = spawn_app().await;
-    let dashboard = app.spawn_dashboard().await;
-    let account = app.create_account().await;
+    let (account, visitor) = app.signed_in_dashboard(false).await;
     let key = app
         .create_key(
             account,
             Some(&[moderation_shared::domain::Scope::SettingsManage]),
         )
-        .await;
-    let visitor = dashboard
-        .signed_in(&app.create_user(account, false).await)
         .await;
     visitor
         .post(

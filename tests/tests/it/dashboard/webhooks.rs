@@ -13,9 +13,7 @@ use time::{macros::datetime, Duration};
 #[tokio::test]
 async fn secrets_are_hidden_until_revealed_and_a_rotation_keeps_the_old_one_signing() {
     let app = spawn_app().await;
-    let dashboard = app.spawn_dashboard().await;
-    let user = app.create_user(app.create_account().await, false).await;
-    let visitor = dashboard.signed_in(&user).await;
+    let (_, visitor) = app.signed_in_dashboard(false).await;
 
     let listed = visitor.page("/webhooks").await;
     let revealed = visitor
@@ -110,11 +108,7 @@ async fn delivered_job(
 #[tokio::test]
 async fn the_delivery_log_keeps_its_filters_and_cursor_in_the_url() {
     let app = spawn_app().await;
-    let dashboard = app.spawn_dashboard().await;
-    let account = app.create_account().await;
-    let visitor = dashboard
-        .signed_in(&app.create_user(account, false).await)
-        .await;
+    let (account, visitor) = app.signed_in_dashboard(false).await;
     let start = datetime!(2026-05-01 00:00 UTC);
     let mut delivered = Vec::new();
     for i in 0..55 {
@@ -176,11 +170,7 @@ async fn the_delivery_log_keeps_its_filters_and_cursor_in_the_url() {
 #[tokio::test]
 async fn a_resend_from_the_log_comes_back_to_the_same_log_page() {
     let app = spawn_app().await;
-    let dashboard = app.spawn_dashboard().await;
-    let account = app.create_account().await;
-    let visitor = dashboard
-        .signed_in(&app.create_user(account, false).await)
-        .await;
+    let (account, visitor) = app.signed_in_dashboard(false).await;
     let (_, abandoned) =
         delivered_job(&app, account, "abandoned", datetime!(2026-05-01 00:00 UTC)).await;
     let (_, pending) =
