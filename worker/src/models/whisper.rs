@@ -137,7 +137,8 @@ impl Whisper {
     /// Decodes one window of 16 kHz samples.
     fn window(&self, samples: &[f32]) -> Result<decode::Window, Failure> {
         let mel = mel::spectrogram(&self.config, &self.filters, samples);
-        decode::greedy(&self.encoder, &self.decoder, &self.tokens, mel)
+        let frames = mel::frames_read(samples.len());
+        decode::greedy(&self.encoder, &self.decoder, &self.tokens, mel, frames)
             .map_err(|e| model_failed(e.into()))
     }
 }

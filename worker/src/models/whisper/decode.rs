@@ -86,15 +86,19 @@ impl Window {
     }
 }
 
-/// Decodes the log-mel spectrogram `mel` (80 x 3000) greedily.
+/// Decodes the log-mel spectrogram `mel` (80 x 3000) greedily, of which the encoder reads the
+/// first `frames`.
 pub fn greedy(
     encoder: &Encoder,
     decoder: &Decoder,
     tokens: &Tokens,
     mel: Vec<f32>,
+    frames: usize,
 ) -> candle_core::Result<Window> {
     let bins = mel.len() / m::N_FRAMES;
-    let mel = Tensor::from_vec(mel, (1, bins, m::N_FRAMES), &Device::Cpu)?;
+    let mel = Tensor::from_vec(mel, (1, bins, m::N_FRAMES), &Device::Cpu)?
+        .narrow(2, 0, frames)?
+        .contiguous()?;
     let audio = encoder.forward(&mel)?;
     let mut cache = decoder.cache(&audio)?;
     let prompt = [tokens.start, tokens.no_timestamps];

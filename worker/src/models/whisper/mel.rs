@@ -55,6 +55,25 @@ fn log_step() -> f64 {
     6.4f64.ln() / 27.0
 }
 
+/// Frames of silence after a window's last sound that the encoder still reads (3 s). With
+/// half a second, a Librivox clip's last sentence was decoded again and again.
+const TAIL_FRAMES: usize = 300;
+
+/// The frames the encoder reads come in steps of this many (2 s).
+const FRAME_STEP: usize = 200;
+
+/// How many of the spectrogram's `m::N_FRAMES` frames the encoder reads for a window of
+/// `samples` 16 kHz samples: the window's sound and at least [`TAIL_FRAMES`] of the silence
+/// after it, rounded up to a step of [`FRAME_STEP`], at most all of them (whisper.cpp's
+/// `audio_ctx`). The rest is padding, whose encoding costs time (attention grows with the
+/// square of the frames) and adds little the decoder needs: the words of the evaluation's
+/// Librivox clips and of the tests' spoken sentences are the same as with the whole window
+/// (`docs/models-audio.md`).
+pub fn frames_read(samples: usize) -> usize {
+    let sound = samples.div_ceil(m::HOP_LENGTH);
+    ((sound + TAIL_FRAMES).div_ceil(FRAME_STEP) * FRAME_STEP).min(m::N_FRAMES)
+}
+
 /// The log-mel spectrogram of one window of at most 30 s (padded with silence), as
 /// `config.num_mel_bins` rows of `m::N_FRAMES` frames: candle-transformers' `pcm_to_mel`
 /// (whisper.cpp's: periodic Hann window, power spectrum, log10 floored at 1e-10, clamped to
@@ -122,6 +141,18 @@ pub fn spectrogram(config: &Config, filters: &[f32], window: &[f32]) -> Vec<f32>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_encoder_reads_the_sound_and_three_seconds_of_silence_in_steps_of_two_seconds() {
+        assert_eq!(frames_read(0), 400);
+        // 1 s of sound and 3 s of silence: two steps exactly; a sample more takes the next.
+        assert_eq!(frames_read(16_000), 400);
+        assert_eq!(frames_read(16_001), 600);
+        // Past 25 s of sound: the whole window.
+        assert_eq!(frames_read(25 * 16_000), 2_800);
+        assert_eq!(frames_read(25 * 16_000 + 1), m::N_FRAMES);
+        assert_eq!(frames_read(30 * 16_000), m::N_FRAMES);
+    }
 
     /// Nonzero weights of OpenAI's bank (`FeatureExtractor(80).mel_filters` in faster-whisper,
     /// librosa's formula): (row, column, weight).
