@@ -7,9 +7,9 @@
 //! positives for it, the benign ones negatives for all), the tuned corpus `eval/text/*.tsv` and
 //! the training corpus `eval/text/train/*.tsv`. Never `eval/text/heldout/`: that corpus only
 //! measures. Every text is cut into segments and embedded by the worker's own code, one at a
-//! time as the evaluation does. A segment's features are its embedding, `2 p - 1` for its
-//! profanity score `p`, and its five prototype margins (for a prototype, computed without
-//! itself). Per category an L2-regularised logistic regression is fitted by Newton's method
+//! time as the evaluation does. A segment's features are its sentence embedding, `2 p - 1` for
+//! its profanity score `p`, its five prototype margins (for a prototype, computed without
+//! itself) and its middle-layer embedding. Per category an L2-regularised logistic regression is fitted by Newton's method
 //! (positives weighted `POSITIVE_WEIGHT`, other categories' harmful texts `OTHER_HARM_WEIGHT`):
 //! deterministic, no randomness anywhere. A text's score is its segments' highest.
 //!
@@ -39,9 +39,12 @@ use moderation_worker::{
 
 /// Categories, as the worker scores them.
 const CATEGORIES: usize = prototypes::CATEGORIES.len();
-/// Features of a segment: the embedding, the profanity term, the margins.
-const FEATURES: usize = DIM + 1 + CATEGORIES;
-/// The embedding's components are scaled by this while training (a unit vector's components
+/// Where a segment's middle-layer embedding starts among its features.
+const MIDDLE: usize = DIM + 1 + CATEGORIES;
+/// Features of a segment: the sentence embedding, the profanity term, the margins, the middle
+/// embedding.
+const FEATURES: usize = MIDDLE + DIM;
+/// The embeddings' components are scaled by this while training (a unit vector's components
 /// are about `1 / sqrt(DIM)`), so that one regularisation strength suits every feature.
 const EMBEDDING_SCALE: f64 = 20.0;
 /// The margins are scaled by this while training: a larger scale regularises them less, so the
@@ -129,11 +132,15 @@ fn main() -> anyhow::Result<()> {
             name: (*name).to_owned(),
             bias: rounded(model[FEATURES] - shift),
             profanity: rounded(model[DIM]),
-            margins: model[DIM + 1..FEATURES]
+            margins: model[DIM + 1..MIDDLE]
                 .iter()
                 .map(|w| rounded(w * MARGIN_SCALE))
                 .collect(),
             embedding: model[..DIM]
+                .iter()
+                .map(|w| rounded(w * EMBEDDING_SCALE))
+                .collect(),
+            middle: model[MIDDLE..FEATURES]
                 .iter()
                 .map(|w| rounded(w * EMBEDDING_SCALE))
                 .collect(),
@@ -253,22 +260,23 @@ fn rows(
     for (i, pieces) in embedded.iter().enumerate() {
         for (segment, embedding) in pieces {
             let near = |label: &str| {
-                let chosen: Vec<Embedding> = prototypes
+                let chosen: Vec<Vec<f32>> = prototypes
                     .iter()
                     .filter(|(j, l, _)| *j != i && *l == label)
-                    .map(|(_, _, v)| (*v).clone())
+                    .map(|(_, _, v)| v.sentence.clone())
                     .collect();
-                top_mean(&chosen, embedding)
+                top_mean(&chosen, &embedding.sentence)
             };
             let benign = near("benign");
-            let mut features: Vec<f64> = embedding
-                .iter()
-                .map(|v| f64::from(*v) * EMBEDDING_SCALE)
-                .collect();
+            let scaled = |v: &Vec<f32>| -> Vec<f64> {
+                v.iter().map(|x| f64::from(*x) * EMBEDDING_SCALE).collect()
+            };
+            let mut features = scaled(&embedding.sentence);
             features.push(f64::from(2.0 * profanity.score(segment) - 1.0));
             for (name, _) in prototypes::CATEGORIES {
                 features.push(f64::from(near(name) - benign) * MARGIN_SCALE);
             }
+            features.extend(scaled(&embedding.middle));
             rows.push(Row {
                 example: i,
                 features,

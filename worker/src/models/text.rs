@@ -4,10 +4,10 @@
 //! A text is cut into segments (each chat message alone and with the message before it as
 //! context; long texts at sentence ends), every segment is embedded by MiniLM and compared with
 //! prototype sentences per category ([`score`]); a trained linear head ([`head`]) scores each
-//! category from the embedding, those margins and alt-profanity-check's score. A category's
-//! score is its highest over the segments. Embeddings of
-//! concurrent jobs are gathered into one inference by a [`Batcher`], which runs on the
-//! [`Inference`] pool, never on the async threads. Everything is loaded once per process.
+//! category from the embedding (two layers pooled), those margins and alt-profanity-check's
+//! score. A category's score is its highest over the segments. Embeddings of concurrent jobs
+//! are gathered into one inference by a [`Batcher`], which runs on the [`Inference`] pool,
+//! never on the async threads. Everything is loaded once per process.
 
 use std::{path::Path, sync::Arc};
 
@@ -177,7 +177,8 @@ impl TextModel {
             let references = self.custom_references(category).await?;
             for embedding in &embeddings {
                 for reference in references.iter() {
-                    *best = best.max(score::cosine(embedding, reference).clamp(0.0, 1.0));
+                    let similarity = score::cosine(&embedding.sentence, &reference.sentence);
+                    *best = best.max(similarity.clamp(0.0, 1.0));
                 }
             }
         }
@@ -196,7 +197,7 @@ impl TextModel {
         Ok(embeddings
             .iter()
             .zip(profanity)
-            .map(|(embedding, profane)| (self.scorer.measure(embedding), profane))
+            .map(|(embedding, profane)| (self.scorer.measure(&embedding.sentence), profane))
             .collect())
     }
 
@@ -276,11 +277,12 @@ fn load_embedder(dir: &Path) -> anyhow::Result<(Embedder, Scorer)> {
     Ok((embedder, Scorer::new(categories, benign, head)))
 }
 
-fn embed_all(embedder: &Embedder, sentences: &[&str]) -> anyhow::Result<Vec<Embedding>> {
+/// The sentence embeddings of `sentences`.
+fn embed_all(embedder: &Embedder, sentences: &[&str]) -> anyhow::Result<Vec<Vec<f32>>> {
     let texts: Vec<String> = sentences.iter().map(|s| (*s).to_owned()).collect();
     let mut all = Vec::with_capacity(texts.len());
     for run in texts.chunks(RUN) {
-        all.extend(embedder.embed(run)?);
+        all.extend(embedder.embed(run)?.into_iter().map(|e| e.sentence));
     }
     Ok(all)
 }
@@ -325,7 +327,7 @@ impl Execute for EmbedBatch {
 fn embed_runs(embedder: &Embedder, texts: Vec<String>) -> anyhow::Result<Vec<Embedding>> {
     let mut order: Vec<usize> = (0..texts.len()).collect();
     order.sort_by_key(|&i| texts[i].len());
-    let mut result: Vec<Embedding> = vec![Vec::new(); texts.len()];
+    let mut result: Vec<Embedding> = vec![Embedding::default(); texts.len()];
     for run in runs(&order, |i| texts[i].len()) {
         let batch: Vec<String> = run.iter().map(|&i| texts[i].clone()).collect();
         for (&i, embedding) in run.iter().zip(embedder.embed(&batch)?) {

@@ -1,7 +1,9 @@
 //! Sentence embeddings: all-MiniLM-L6-v2 (int8 ONNX) run by tract, with its WordPiece tokenizer.
 //! A batch of texts is tokenised, padded to its longest member, run once, mean-pooled over the
 //! real tokens and normalised to unit length, so a dot product of two embeddings is their
-//! cosine similarity.
+//! cosine similarity. Besides the last layer (the sentence embedding) the third of the six
+//! layers is pooled the same way: it keeps word-level cues that the last layer, trained for
+//! paraphrase similarity, smooths away, and the head weighs both (docs/models-text.md).
 
 use std::{path::Path, sync::Arc};
 
@@ -15,12 +17,25 @@ use tract_onnx::{
 /// The length of an embedding.
 pub const DIM: usize = 384;
 
+/// The model's output read as the sentence embedding: the last layer.
+const SENTENCE_OUTPUT: &str = "last_hidden_state";
+
+/// The output read as the middle embedding: the third layer's (the export's seventh layer
+/// normalisation, counting from 0: the embeddings', then two a layer).
+const MIDDLE_OUTPUT: &str = "layer_norm_6";
+
 /// Tokens per text at most (the model was trained on 128); longer texts are cut, which is why
 /// the caller splits long texts into segments first.
 const MAX_TOKENS: usize = 128;
 
-/// A unit-length sentence embedding.
-pub type Embedding = Vec<f32>;
+/// A text's token states mean-pooled at two depths, each of unit length and [`DIM`] long.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Embedding {
+    /// The last layer: the sentence embedding, compared with prototypes and custom categories.
+    pub sentence: Vec<f32>,
+    /// The third layer: read by the head only.
+    pub middle: Vec<f32>,
+}
 
 /// The embedding model, loaded once; `embed` may be called from several threads at once.
 pub struct Embedder {
@@ -54,6 +69,7 @@ impl Embedder {
         let model_path = dir.join("model.onnx");
         let plan = tract_onnx::onnx()
             .model_for_path(&model_path)
+            .and_then(|model| model.with_outputs_by_name([SENTENCE_OUTPUT, MIDDLE_OUTPUT]))
             .and_then(|model| model.into_typed())
             .and_then(|model| model.into_decluttered())
             .and_then(|mut model| {
@@ -82,7 +98,8 @@ impl Embedder {
             inputs,
         };
         let probe = embedder.embed(&["a sentence".to_owned()])?;
-        if probe.first().map(Vec::len) != Some(DIM) {
+        let lengths = probe.first().map(|e| (e.sentence.len(), e.middle.len()));
+        if lengths != Some((DIM, DIM)) {
             bail!(
                 "{} does not give {DIM}-long embeddings",
                 model_path.display()
@@ -136,27 +153,44 @@ impl Embedder {
             })
             .collect::<TractResult<TVec<TValue>>>()?;
         let outputs = self.plan.run(inputs)?;
-        let hidden = outputs
-            .first()
-            .ok_or_else(|| anyhow!("the model gave no output"))?
-            .to_plain_array_view::<f32>()?;
-        let shape = hidden.shape().to_vec();
-        if shape.len() != 3 || shape[0] != batch || shape[1] != width {
-            bail!("unexpected output shape {shape:?}");
-        }
-        let dim = shape[2];
-        let flat: Vec<f32> = hidden.iter().copied().collect();
-        Ok((0..batch)
-            .map(|row| {
-                let tokens = &mask[row * width..(row + 1) * width];
-                mean_pool(
-                    &flat[row * width * dim..(row + 1) * width * dim],
-                    tokens,
-                    dim,
-                )
-            })
+        let [sentence, middle] = [0, 1].map(|i| pooled(&outputs, i, &mask, batch, width));
+        Ok(sentence?
+            .into_iter()
+            .zip(middle?)
+            .map(|(sentence, middle)| Embedding { sentence, middle })
             .collect())
     }
+}
+
+/// Output `index` of a run over `batch` texts padded to `width` tokens, mean-pooled per text
+/// over the tokens `mask` marks.
+fn pooled(
+    outputs: &TVec<TValue>,
+    index: usize,
+    mask: &[i64],
+    batch: usize,
+    width: usize,
+) -> anyhow::Result<Vec<Vec<f32>>> {
+    let hidden = outputs
+        .get(index)
+        .ok_or_else(|| anyhow!("the model gave no output {index}"))?
+        .to_plain_array_view::<f32>()?;
+    let shape = hidden.shape().to_vec();
+    if shape.len() != 3 || shape[0] != batch || shape[1] != width {
+        bail!("unexpected output shape {shape:?}");
+    }
+    let dim = shape[2];
+    let flat: Vec<f32> = hidden.iter().copied().collect();
+    Ok((0..batch)
+        .map(|row| {
+            let tokens = &mask[row * width..(row + 1) * width];
+            mean_pool(
+                &flat[row * width * dim..(row + 1) * width * dim],
+                tokens,
+                dim,
+            )
+        })
+        .collect())
 }
 
 /// Picks the rows of a quantised embedding table before dequantising them.
@@ -220,7 +254,7 @@ fn gather_before_dequantising(model: &mut TypedModel) -> TractResult<()> {
 
 /// The mean of the token vectors of `hidden` (`tokens.len()` rows of `dim`) whose mask is 1,
 /// normalised to unit length.
-fn mean_pool(hidden: &[f32], mask: &[i64], dim: usize) -> Embedding {
+fn mean_pool(hidden: &[f32], mask: &[i64], dim: usize) -> Vec<f32> {
     let mut sum = vec![0f32; dim];
     for (row, _) in hidden.chunks(dim).zip(mask).filter(|(_, &m)| m != 0) {
         for (s, v) in sum.iter_mut().zip(row) {

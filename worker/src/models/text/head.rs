@@ -1,5 +1,5 @@
-//! The trained head: per category a logistic regression over a segment's embedding, its
-//! profanity score and its prototype margins (similarity to each category's prototypes less
+//! The trained head: per category a logistic regression over a segment's embedding (the
+//! sentence vector and the middle layer's, [`super::embed::Embedding`]), its profanity score and its prototype margins (similarity to each category's prototypes less
 //! similarity to the benign ones, [`super::score`]). The weights (`head.json`) are written by
 //! `worker/examples/train_text_head.rs` from the prototypes, `eval/text/*.tsv` and
 //! `eval/text/train/*.tsv`, never from `eval/text/heldout/`, and are compiled into the worker:
@@ -36,8 +36,10 @@ pub struct CategoryWeights {
     pub profanity: f32,
     /// The weights of the five categories' margins, in category order.
     pub margins: Vec<f32>,
-    /// The weights of the embedding's [`DIM`] components.
+    /// The weights of the sentence embedding's [`DIM`] components.
     pub embedding: Vec<f32>,
+    /// The weights of the middle layer's pooled [`DIM`] components.
+    pub middle: Vec<f32>,
 }
 
 /// The loaded head.
@@ -86,11 +88,16 @@ impl Head {
                     weights.name
                 )));
             }
-            if weights.margins.len() != n || weights.embedding.len() != DIM {
+            if weights.margins.len() != n
+                || weights.embedding.len() != DIM
+                || weights.middle.len() != DIM
+            {
                 return Err(HeadError::Shape(format!(
-                    "{name}: {} margin and {} embedding weights, expected {n} and {DIM}",
+                    "{name}: {} margin, {} embedding and {} middle weights, expected {n}, \
+                     {DIM} and {DIM}",
                     weights.margins.len(),
-                    weights.embedding.len()
+                    weights.embedding.len(),
+                    weights.middle.len()
                 )));
             }
             categories.push((*name, weights));
@@ -98,11 +105,13 @@ impl Head {
         Ok(Self { categories })
     }
 
-    /// Per category, the score in [0, 1] of a segment with embedding `embedding`, profanity
-    /// score `profanity` and prototype margins `margins` (in category order).
+    /// Per category, the score in [0, 1] of a segment with sentence embedding `embedding`,
+    /// middle-layer embedding `middle`, profanity score `profanity` and prototype margins
+    /// `margins` (in category order).
     pub fn score(
         &self,
         embedding: &[f32],
+        middle: &[f32],
         profanity: f32,
         margins: &[f32],
     ) -> Vec<(&'static str, f32)> {
@@ -112,7 +121,8 @@ impl Head {
                 let logit = w.bias
                     + w.profanity * (2.0 * profanity - 1.0)
                     + dot(&w.margins, margins)
-                    + dot(&w.embedding, embedding);
+                    + dot(&w.embedding, embedding)
+                    + dot(&w.middle, middle);
                 (*name, sigmoid(logit))
             })
             .collect()
@@ -145,6 +155,7 @@ mod tests {
                     profanity: if i == 0 { 2.0 } else { 0.0 },
                     margins: vec![0.0; 5],
                     embedding,
+                    middle: vec![0.0; DIM],
                 }
             })
             .collect();
@@ -170,10 +181,10 @@ mod tests {
         let head = Head::compiled().unwrap();
         let embedding = vec![0.0; DIM];
         let mut near_violence = [-0.1; 5];
-        near_violence[2] = 0.4;
+        near_violence[2] = 0.5;
 
-        let violent = head.score(&embedding, 0.0, &near_violence);
-        let benign = head.score(&embedding, 0.0, &[-0.1; 5]);
+        let violent = head.score(&embedding, &embedding, 0.0, &near_violence);
+        let benign = head.score(&embedding, &embedding, 0.0, &[-0.1; 5]);
 
         assert_eq!(violent[2].0, "violence");
         assert!(violent[2].1 > 0.5, "{violent:?}");
@@ -187,7 +198,7 @@ mod tests {
         let mut embedding = vec![0.0; DIM];
         embedding[2] = 1.0;
 
-        let scores = head.score(&embedding, 0.5, &[0.0; 5]);
+        let scores = head.score(&embedding, &vec![0.0; DIM], 0.5, &[0.0; 5]);
 
         assert_eq!(scores[2].0, "violence");
         assert!(scores[2].1 > 0.99, "{scores:?}");
@@ -198,12 +209,29 @@ mod tests {
     }
 
     #[test]
+    fn the_middle_embedding_moves_only_the_categories_that_weigh_it() {
+        let mut weights = file();
+        weights.categories[3].middle[7] = 10.0;
+        let head = Head::from_file(weights).unwrap();
+        let zero = vec![0.0; DIM];
+        let mut middle = vec![0.0; DIM];
+        middle[7] = 1.0;
+
+        let without = head.score(&zero, &zero, 0.5, &[0.0; 5]);
+        let with = head.score(&zero, &middle, 0.5, &[0.0; 5]);
+
+        assert_eq!(with[3].0, "self_harm");
+        assert!(with[3].1 > 0.99 && without[3].1 < 0.01, "{with:?}");
+        assert_eq!(with[0].1, without[0].1);
+    }
+
+    #[test]
     fn profanity_moves_only_the_categories_that_weigh_it() {
         let head = Head::from_file(file()).unwrap();
         let embedding = vec![0.0; DIM];
 
-        let clean = head.score(&embedding, 0.0, &[0.0; 5]);
-        let profane = head.score(&embedding, 1.0, &[0.0; 5]);
+        let clean = head.score(&embedding, &embedding, 0.0, &[0.0; 5]);
+        let profane = head.score(&embedding, &embedding, 1.0, &[0.0; 5]);
 
         assert!(profane[0].1 > clean[0].1);
         assert_eq!(profane[1].1, clean[1].1);
@@ -215,9 +243,15 @@ mod tests {
         renamed.categories[1].name = "spam".to_owned();
         let mut short = file();
         short.categories[0].embedding.pop();
+        let mut short_middle = file();
+        short_middle.categories[4].middle.pop();
 
         assert!(matches!(Head::from_file(renamed), Err(HeadError::Shape(_))));
         assert!(matches!(Head::from_file(short), Err(HeadError::Shape(_))));
+        assert!(matches!(
+            Head::from_file(short_middle),
+            Err(HeadError::Shape(_))
+        ));
         assert!(matches!(Head::parse("{}"), Err(HeadError::Json(_))));
     }
 }

@@ -1,6 +1,6 @@
 //! From a text's embedding (and its profanity score) to the five category scores. The text's
 //! similarity to each category's prototypes, less its similarity to the benign prototypes (its
-//! margins), goes with the embedding itself and the profanity score into the trained
+//! margins), goes with the embedding's two vectors and the profanity score into the trained
 //! [`Head`]. A text as close to a benign sentence as to a category's harmful ones has a low
 //! margin however alarming its words.
 
@@ -19,19 +19,19 @@ pub struct Measure {
     pub benign: f32,
 }
 
-/// The prototypes' embeddings and the head.
+/// The prototypes' sentence embeddings and the head.
 pub struct Scorer {
-    categories: Vec<(&'static str, Vec<Embedding>)>,
-    benign: Vec<Embedding>,
+    categories: Vec<(&'static str, Vec<Vec<f32>>)>,
+    benign: Vec<Vec<f32>>,
     head: Head,
 }
 
 impl Scorer {
-    /// A scorer from each category's prototype embeddings, the benign ones and the head (whose
-    /// categories are the same, in the same order).
+    /// A scorer from each category's prototype sentence embeddings, the benign ones and the
+    /// head (whose categories are the same, in the same order).
     pub fn new(
-        categories: Vec<(&'static str, Vec<Embedding>)>,
-        benign: Vec<Embedding>,
+        categories: Vec<(&'static str, Vec<Vec<f32>>)>,
+        benign: Vec<Vec<f32>>,
         head: Head,
     ) -> Self {
         Self {
@@ -46,8 +46,9 @@ impl Scorer {
         self.categories.iter().map(|(name, _)| *name)
     }
 
-    /// Per category, what `text` measures against the prototypes.
-    pub fn measure(&self, text: &Embedding) -> Vec<(&'static str, Measure)> {
+    /// Per category, what a text with sentence embedding `text` measures against the
+    /// prototypes.
+    pub fn measure(&self, text: &[f32]) -> Vec<(&'static str, Measure)> {
         let benign = top_mean(&self.benign, text);
         self.categories
             .iter()
@@ -62,11 +63,12 @@ impl Scorer {
     /// `profanity`.
     pub fn score(&self, text: &Embedding, profanity: f32) -> Vec<(&'static str, f32)> {
         let margins: Vec<f32> = self
-            .measure(text)
+            .measure(&text.sentence)
             .iter()
             .map(|(_, m)| m.category - m.benign)
             .collect();
-        self.head.score(text, profanity, &margins)
+        self.head
+            .score(&text.sentence, &text.middle, profanity, &margins)
     }
 }
 
@@ -76,7 +78,7 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// The mean similarity of `text` to its `TOP` closest `prototypes` (0 without prototypes).
-pub fn top_mean(prototypes: &[Embedding], text: &[f32]) -> f32 {
+pub fn top_mean(prototypes: &[Vec<f32>], text: &[f32]) -> f32 {
     let mut sims: Vec<f32> = prototypes.iter().map(|p| cosine(p, text)).collect();
     sims.sort_by(|a, b| b.total_cmp(a));
     let top = &sims[..sims.len().min(TOP)];
@@ -91,7 +93,7 @@ pub fn top_mean(prototypes: &[Embedding], text: &[f32]) -> f32 {
 mod tests {
     use super::*;
 
-    fn unit(v: &[f32]) -> Embedding {
+    fn unit(v: &[f32]) -> Vec<f32> {
         super::super::embed::normalise(v.to_vec())
     }
 
