@@ -1,6 +1,7 @@
 //! The trained head: per category a logistic regression over a segment's embedding (the
-//! sentence vector and the middle layer's, [`super::embed::Embedding`]), its profanity score and its prototype margins (similarity to each category's prototypes less
-//! similarity to the benign ones, [`super::score`]). The weights (`head.json`) are written by
+//! sentence vector and the middle layer's, [`super::embed::Embedding`]), its profanity score
+//! and its prototype margins (similarity to each category's prototypes less similarity to the
+//! benign ones, [`super::score`]). The weights (`head.json`) are written by
 //! `worker/examples/train_text_head.rs` from the prototypes, `eval/text/*.tsv` and
 //! `eval/text/train/*.tsv`, never from `eval/text/heldout/`, and are compiled into the worker:
 //! they belong to the exact MiniLM export that `scripts/models` pins by hash, so they change
