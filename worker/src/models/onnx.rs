@@ -1,0 +1,78 @@
+//! ONNX models run by rten. A run keeps to one core: every concurrent run gets a single-thread
+//! pool of its own, taken from a stack that grows to the number of runs at once (bounded by
+//! the [`Inference`](super::Inference) slots). One open_nsfw image on two threads of a shared
+//! pool ran no faster than on one, while two images on two pools of one thread ran twice as
+//! fast (docs/models-nsfw.md); the same holds for MiniLM's small batches.
+
+use std::{
+    path::Path,
+    sync::{Arc, Mutex, PoisonError},
+};
+
+use anyhow::{anyhow, Context};
+use rten::{Model, NodeId, RunOptions, ThreadPool, Value, ValueOrView};
+
+/// A loaded ONNX model, shared by every job of the process; `run` may be called from several
+/// threads at once.
+pub struct OnnxModel {
+    model: Model,
+    /// Single-thread pools not in use by a run.
+    idle: Mutex<Vec<Arc<ThreadPool>>>,
+}
+
+impl OnnxModel {
+    /// Loads the model at `path`.
+    pub fn load(path: &Path) -> anyhow::Result<Self> {
+        let model = Model::load_file(path)
+            .with_context(|| format!("{} could not be loaded", path.display()))?;
+        Ok(Self {
+            model,
+            idle: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The id of the value named `name` (an input, an output or any value inside the graph).
+    pub fn node(&self, name: &str) -> anyhow::Result<NodeId> {
+        self.model
+            .find_node(name)
+            .ok_or_else(|| anyhow!("the model has no value named {name}"))
+    }
+
+    /// The model's inputs and their names, in its order.
+    pub fn inputs(&self) -> Vec<(NodeId, String)> {
+        self.model
+            .input_ids()
+            .iter()
+            .map(|&id| {
+                let name = self.model.node_info(id).and_then(|info| info.name());
+                (id, name.unwrap_or_default().to_owned())
+            })
+            .collect()
+    }
+
+    /// The model's outputs, in its order.
+    pub fn outputs(&self) -> Vec<NodeId> {
+        self.model.output_ids().to_vec()
+    }
+
+    /// Runs the model on `inputs` and returns the values `outputs`, on one core.
+    pub fn run(
+        &self,
+        inputs: Vec<(NodeId, ValueOrView<'_>)>,
+        outputs: &[NodeId],
+    ) -> anyhow::Result<Vec<Value>> {
+        let pool = self
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop()
+            .unwrap_or_else(|| Arc::new(ThreadPool::with_num_threads(1)));
+        let options = RunOptions::default().with_thread_pool(Some(pool.clone()));
+        let result = self.model.run(inputs, outputs, Some(options));
+        self.idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(pool);
+        Ok(result?)
+    }
+}
