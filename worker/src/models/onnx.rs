@@ -76,3 +76,49 @@ impl OnnxModel {
         Ok(result?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use rten_tensor::{prelude::*, NdTensor};
+
+    use super::*;
+
+    #[test]
+    #[ignore = "needs the prepared models: TEST_MODEL_DIR"]
+    fn concurrent_runs_each_take_a_pool_and_give_the_same_values() {
+        let dir = std::env::var_os("TEST_MODEL_DIR").expect("TEST_MODEL_DIR");
+        let model =
+            OnnxModel::load(&Path::new(&dir).join(crate::models::nsfw::MODEL_FILE)).unwrap();
+        let (input, output) = (model.inputs()[0].0, model.outputs()[0]);
+        let image = NdTensor::<f32, 4>::from_fn([1, 224, 224, 3], |[_, y, x, c]| {
+            ((y * 7 + x * 3 + c * 11) % 255) as f32 - 117.0
+        });
+        let run = || -> Vec<f32> {
+            let values = model
+                .run(vec![(input, image.view().into())], &[output])
+                .unwrap();
+            let scores: NdTensor<f32, 2> = values.into_iter().next().unwrap().try_into().unwrap();
+            scores.to_vec()
+        };
+        let alone = run();
+        let pair = std::sync::Barrier::new(3);
+
+        let together: Vec<Vec<f32>> = std::thread::scope(|scope| {
+            let runs: Vec<_> = (0..3)
+                .map(|_| {
+                    scope.spawn(|| {
+                        pair.wait();
+                        run()
+                    })
+                })
+                .collect();
+            runs.into_iter().map(|run| run.join().unwrap()).collect()
+        });
+
+        assert!(together.iter().all(|values| *values == alone));
+        // The first run made a pool; the three at once reused it and made at most two more;
+        // every pool went back to the stack.
+        let idle = model.idle.lock().unwrap().len();
+        assert!((1..=3).contains(&idle), "{idle} idle pools");
+    }
+}
