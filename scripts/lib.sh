@@ -111,8 +111,15 @@ ensure_database() {
   fi
 }
 
+# The oldest Rust the workspace builds with: rten 0.27, the runtime of the text and NSFW models,
+# needs 1.94.
+MIN_RUST=1.94
 ensure_rust() {
   command -v cargo >/dev/null || die "cargo not found: install Rust (https://rustup.rs) first"
+  local version
+  version=$(rustc --version | awk '{print $2}')
+  [ "$(printf '%s\n%s\n' "$MIN_RUST" "$version" | sort -V | head -n 1)" = "$MIN_RUST" ] ||
+    die "rustc $version is older than $MIN_RUST, which the workspace needs: run 'rustup update stable'"
 }
 
 # Prints a string field of the one-line JSON object on stdin (modctl's output).
