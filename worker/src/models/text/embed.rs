@@ -164,19 +164,18 @@ fn pooled(output: rten::Value, mask: &NdTensor<i32, 2>) -> anyhow::Result<Vec<Ve
         .try_into()
         .map_err(|e| anyhow!("unexpected output: {e}"))?;
     let [batch, width, dim] = hidden.shape();
-    if [batch, width] != mask.shape() {
+    if [batch, width] != mask.shape() || width == 0 || dim == 0 {
         bail!("unexpected output shape {:?}", hidden.shape());
     }
     let hidden = hidden.to_contiguous();
-    let flat = hidden.data();
-    Ok((0..batch)
-        .map(|row| {
-            mean_pool(
-                &flat[row * width * dim..(row + 1) * width * dim],
-                mask.slice(row).data().unwrap_or_default(),
-                dim,
-            )
-        })
+    let mask = mask
+        .data()
+        .ok_or_else(|| anyhow!("the attention mask is not contiguous"))?;
+    Ok(hidden
+        .data()
+        .chunks(width * dim)
+        .zip(mask.chunks(width))
+        .map(|(tokens, mask)| mean_pool(tokens, mask, dim))
         .collect())
 }
 
