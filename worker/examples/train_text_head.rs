@@ -11,7 +11,8 @@
 //! its profanity score `p`, its five prototype margins (for a prototype, computed without
 //! itself) and its middle-layer embedding. Per category an L2-regularised logistic regression
 //! is fitted by Newton's method (positives weighted `POSITIVE_WEIGHT`, other categories'
-//! harmful texts `OTHER_HARM_WEIGHT`): deterministic, no randomness anywhere. A text's score is its segments' highest.
+//! harmful texts `OTHER_HARM_WEIGHT`): deterministic, no randomness anywhere. A text's score is
+//! its segments' highest.
 //!
 //! The threshold is chosen by `FOLDS`-fold cross-validation on the tuned and training corpora:
 //! the highest recall whose false positives stay within the targets (3 % ordinary, 10 %
