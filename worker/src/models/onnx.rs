@@ -102,13 +102,13 @@ mod tests {
             scores.to_vec()
         };
         let alone = run();
-        let pair = std::sync::Barrier::new(3);
+        let start = std::sync::Barrier::new(3);
 
         let together: Vec<Vec<f32>> = std::thread::scope(|scope| {
             let runs: Vec<_> = (0..3)
                 .map(|_| {
                     scope.spawn(|| {
-                        pair.wait();
+                        start.wait();
                         run()
                     })
                 })
