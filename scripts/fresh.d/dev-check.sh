@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Inside a fresh root (scripts/fresh scripts/fresh.d/dev-check.sh): runs scripts/dev as a new
 # user would, takes the demo key and the first submitting `curl` it prints, checks that the
-# job completes, then presses Ctrl-C (SIGINT to its process group) and checks that no process
-# of the fleet is left. A minimal root has no ps: processes are read from /proc.
+# job completes with the text model's scores, then presses Ctrl-C (SIGINT to its process
+# group) and checks that no process of the fleet is left. A minimal root has no ps: processes
+# are read from /proc.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 log=$(mktemp)
@@ -30,13 +31,23 @@ for _ in $(seq 1 150); do
 done
 echo "$state" | grep -q '"status":"completed"' || fail "the job did not complete: $state"
 echo "dev-check: job completed: $state"
+# The first job is judged by the built-in models, not by the lists alone: the text model's
+# five scores are in the job (contract 10: `scores` is absent when no model ran).
+for category in harassment hate violence self_harm sexual; do
+  echo "$state" | grep -q "\"scores\":{[^}]*\"$category\":" ||
+    fail "the job carries no model score for $category: $state"
+done
+echo "dev-check: the text model scored the first job"
 kill -INT -- "-$dev"
 wait "$dev" || true
 fleet() {
   local p cmd
   for p in /proc/[0-9]*; do
     { cmd=$(tr '\0' ' ' <"$p/cmdline"); } 2>/dev/null || continue
-    case "$cmd" in api\ *|api|worker\ *|dispatcher*|*/debug/api*|*/debug/worker*|*/debug/dispatcher*) echo "${p#/proc/} $cmd" ;; esac
+    case "$cmd" in
+      api | api\ * | worker\ * | dispatcher* | dashboard* | */debug/api* | */debug/worker* | \
+        */debug/dispatcher* | */debug/dashboard*) echo "${p#/proc/} $cmd" ;;
+    esac
   done
 }
 for _ in $(seq 1 100); do [ -z "$(fleet)" ] && break; sleep 0.2; done
