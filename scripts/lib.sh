@@ -130,7 +130,8 @@ json_field() {
 
 # The real model server of the end-to-end tier: llama-cpp-python serving SmolLM2-135M-Instruct,
 # in a virtual environment kept outside the repository and reused by later runs (the first
-# install builds llama.cpp from source: about 10 minutes).
+# install builds llama.cpp from source, several minutes; scripts/test does it in the
+# background).
 MODEL_VENV=${MODEL_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/moderation/model-venv}
 
 # A virtual environment at $1 holding exactly the pinned, hash-checked requirements file $2
