@@ -11,8 +11,8 @@ set -m # scripts/dev in its own process group, with SIGINT as a terminal deliver
 scripts/dev >"$log" 2>&1 &
 dev=$!
 fail() { echo "dev-check: $*" >&2; tail -30 "$log" >&2; kill -INT -- "-$dev" 2>/dev/null || true; exit 1; }
-for _ in $(seq 1 1800); do grep -q 'Demo key' "$log" && break; kill -0 "$dev" 2>/dev/null || fail "scripts/dev exited"; sleep 0.5; done
-grep -q 'Demo key' "$log" || fail "no demo key within 15 minutes"
+for _ in $(seq 1 3600); do grep -q 'Demo key' "$log" && break; kill -0 "$dev" 2>/dev/null || fail "scripts/dev exited"; sleep 0.5; done
+grep -q 'Demo key' "$log" || fail "no demo key within 30 minutes (a cold build of every binary takes about 15 on 2 cores)"
 echo "dev-check: $(grep 'Demo key' "$log" | sed 's/^ *//')"
 submit=$(grep -m1 'moderate/prompt' "$log" | sed 's/^ *//')
 [ -n "$submit" ] || fail "scripts/dev printed no submitting curl"
