@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The built-in models (contract 10), in one run, each beside its reference on the same inputs
 # and threads (scripts/bench.d/models.d/):
-#  - nsfw: images/s of the worker's NSFW model (rten) versus onnxruntime (target ratio >= 1.0);
+#  - nsfw: images/s of the worker's NSFW model (its own runner on rten-gemm) versus onnxruntime
+#    (target ratio >= 1.0);
 #  - audio: real-time factor of the worker's Whisper (candle) versus faster-whisper, CPU, int8
 #    (target ratio >= 1.0, floor 0.5);
 #  - text: end-to-end text jobs/s with the text models on (target >= 300/s);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The NSFW model (contract 10): images/s of the worker's own code (decode, preprocess, rten)
+# The NSFW model (contract 10): images/s of the worker's own code (decode, preprocess, network)
 # against onnxruntime in Python (Pillow decode and the same preprocessing) on the same images
 # (tests/fixtures/nsfw) with the same number of threads, and their ratio (target >= 1.0).
 # The worker's side runs THREADS threads on one loaded model; onnxruntime one session with
@@ -22,6 +22,6 @@ for threads in ${THREADS:-1 2}; do
   theirs=$("$MODEL_TESTS_VENV/bin/python" tests/tests/it/models/nsfw_reference.py bench \
     "$MODEL_DIR/nsfw/open-nsfw.onnx" "$threads" "$SECONDS_EACH" "${images[@]}")
   ratio=$(python3 -c "print(f'{$ours / $theirs:.2f}')")
-  printf 'nsfw threads=%s  worker (rten) %s images/s  onnxruntime %s images/s  ratio %s\n' \
+  printf 'nsfw threads=%s  worker %s images/s  onnxruntime %s images/s  ratio %s\n' \
     "$threads" "$ours" "$theirs" "$ratio"
 done

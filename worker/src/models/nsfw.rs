@@ -17,7 +17,6 @@ use std::{io::Cursor, path::Path, sync::Arc};
 
 use image::{ImageReader, RgbImage};
 use moderation_shared::domain::FailureCode;
-use rten_tensor::NdTensor;
 
 use net::Network;
 
@@ -53,7 +52,7 @@ impl NsfwModel {
 
     /// The NSFW score of `image` in [0, 1]. CPU work: call it on a blocking thread.
     pub fn score(&self, image: &RgbImage) -> anyhow::Result<f32> {
-        let input = preprocess(image).into_data();
+        let input = preprocess(image);
         let side = CROP as usize;
         match self.network.run(&input, [side, side, 3])?.as_slice() {
             [_sfw, nsfw] => Ok(nsfw.clamp(0.0, 1.0)),
@@ -107,50 +106,94 @@ pub fn verdict(mut banked: Verdict, score: f32, threshold: f32) -> Verdict {
     banked
 }
 
-/// The model's input for `image`: a 1x224x224x3 tensor (see the module documentation).
-pub fn preprocess(image: &RgbImage) -> NdTensor<f32, 4> {
+/// The model's input for `image`: 224x224x3 values, channels last (see the module
+/// documentation).
+pub fn preprocess(image: &RgbImage) -> Vec<f32> {
     let resized = resize_bilinear(image, RESIZE, RESIZE);
-    let offset = (RESIZE - CROP) / 2;
-    NdTensor::from_fn([1, CROP as usize, CROP as usize, 3], |[_, y, x, channel]| {
-        // In range: the crop is inside the resized image, and there are three channels.
-        let [r, g, b] = resized.get_pixel(offset + x as u32, offset + y as u32).0;
-        let value = [b, g, r][channel];
-        f32::from(value) - MEAN_BGR[channel]
-    })
+    let (offset, crop) = (((RESIZE - CROP) / 2) as usize, CROP as usize);
+    let row_len = RESIZE as usize * 3;
+    let mut input = vec![0.0f32; crop * crop * 3];
+    let rows = resized.as_raw().chunks_exact(row_len).skip(offset);
+    for (row, out) in rows.zip(input.chunks_exact_mut(crop * 3)) {
+        for (rgb, bgr) in row[offset * 3..]
+            .chunks_exact(3)
+            .zip(out.chunks_exact_mut(3))
+        {
+            bgr[0] = f32::from(rgb[2]) - MEAN_BGR[0];
+            bgr[1] = f32::from(rgb[1]) - MEAN_BGR[1];
+            bgr[2] = f32::from(rgb[0]) - MEAN_BGR[2];
+        }
+    }
+    input
 }
 
 /// Pillow's fixed-point precision for 8-bit images (`Resample.c`).
 const PRECISION_BITS: u32 = 32 - 8 - 2;
 
+/// A sum's start: one half, so that the final shift rounds.
+const ROUND: i32 = 1 << (PRECISION_BITS - 1);
+
 /// Pillow's `Image.resize(..., BILINEAR)` of an RGB image, bit for bit: a triangle filter
 /// whose support grows with the scale when shrinking, coefficients rounded to 22-bit fixed
-/// point, the horizontal pass first (rounded to 8 bits), then the vertical one.
+/// point and summed in 32-bit integers, the horizontal pass first (rounded to 8 bits), then the
+/// vertical one.
 pub fn resize_bilinear(image: &RgbImage, width: u32, height: u32) -> RgbImage {
-    let horizontal = if image.width() != width {
-        let taps = Taps::new(image.width(), width);
-        let mut out = RgbImage::new(width, image.height());
-        for y in 0..image.height() {
-            for x in 0..width {
-                let pixel = taps.apply(x, |i| image.get_pixel(i, y).0);
-                out.put_pixel(x, y, image::Rgb(pixel));
+    let (in_width, in_height) = image.dimensions();
+    let horizontal = if in_width == width {
+        image.clone()
+    } else {
+        let taps = Taps::new(in_width, width);
+        let mut out = vec![0u8; width as usize * in_height as usize * 3];
+        let rows_in = image.as_raw().chunks_exact(in_width as usize * 3);
+        for (row_in, row_out) in rows_in.zip(out.chunks_exact_mut(width as usize * 3)) {
+            for ((pixel, &first), weights) in row_out
+                .chunks_exact_mut(3)
+                .zip(&taps.first)
+                .zip(&taps.weights)
+            {
+                let mut sums = [ROUND; 3];
+                for (input, &weight) in row_in[first as usize * 3..].chunks_exact(3).zip(weights) {
+                    for (sum, &value) in sums.iter_mut().zip(input) {
+                        *sum += i32::from(value) * weight;
+                    }
+                }
+                for (out, sum) in pixel.iter_mut().zip(sums) {
+                    *out = to_8_bits(sum);
+                }
             }
         }
-        out
-    } else {
-        image.clone()
+        RgbImage::from_raw(width, in_height, out).unwrap_or_default()
     };
     if horizontal.height() == height {
         return horizontal;
     }
+    // Each output row is a weighted sum of whole input rows.
     let taps = Taps::new(horizontal.height(), height);
-    let mut out = RgbImage::new(width, height);
-    for y in 0..height {
-        for x in 0..width {
-            let pixel = taps.apply(y, |i| horizontal.get_pixel(x, i).0);
-            out.put_pixel(x, y, image::Rgb(pixel));
+    let row_len = width as usize * 3;
+    let rows: Vec<&[u8]> = horizontal.as_raw().chunks_exact(row_len).collect();
+    let mut sums = vec![0i32; row_len];
+    let mut out = vec![0u8; row_len * height as usize];
+    for ((row_out, &first), weights) in out
+        .chunks_exact_mut(row_len)
+        .zip(&taps.first)
+        .zip(&taps.weights)
+    {
+        sums.fill(ROUND);
+        for (row, &weight) in rows[first as usize..].iter().zip(weights) {
+            for (sum, &value) in sums.iter_mut().zip(*row) {
+                *sum += i32::from(value) * weight;
+            }
+        }
+        for (out, &sum) in row_out.iter_mut().zip(&sums) {
+            *out = to_8_bits(sum);
         }
     }
-    out
+    RgbImage::from_raw(width, height, out).unwrap_or_default()
+}
+
+/// A fixed-point sum back to 8 bits, as Pillow's `clip8`.
+fn to_8_bits(sum: i32) -> u8 {
+    (sum >> PRECISION_BITS).clamp(0, 255) as u8
 }
 
 /// The fixed-point coefficients of one resampling pass (Pillow's `precompute_coeffs` and
@@ -194,19 +237,6 @@ impl Taps {
         }
         Self { first, weights }
     }
-
-    /// The output pixel at `out`, reading input pixels through `pixel`.
-    fn apply(&self, out: u32, pixel: impl Fn(u32) -> [u8; 3]) -> [u8; 3] {
-        let first = self.first[out as usize];
-        let mut sums = [1i64 << (PRECISION_BITS - 1); 3];
-        for (i, weight) in (first..).zip(&self.weights[out as usize]) {
-            let p = pixel(i);
-            for (sum, value) in sums.iter_mut().zip(p) {
-                *sum += i64::from(value) * i64::from(*weight);
-            }
-        }
-        sums.map(|sum| (sum >> PRECISION_BITS).clamp(0, 255) as u8)
-    }
 }
 
 fn triangle(x: f64) -> f64 {
@@ -220,8 +250,6 @@ fn triangle(x: f64) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use rten_tensor::prelude::*;
-
     use super::*;
 
     fn banked() -> Verdict {
@@ -297,10 +325,9 @@ mod tests {
                 [255, 255, 255]
             })
         });
-        let tensor = preprocess(&image);
-        assert_eq!(tensor.shape(), [1, 224, 224, 3]);
-        assert!(tensor
-            .to_vec()
+        let input = preprocess(&image);
+        assert_eq!(input.len(), 224 * 224 * 3);
+        assert!(input
             .chunks(3)
             .all(|p| p == [30.0 - 104.0, 20.0 - 117.0, 10.0 - 123.0]));
     }
