@@ -52,9 +52,7 @@ impl NsfwModel {
 
     /// The NSFW score of `image` in [0, 1]. CPU work: call it on a blocking thread.
     pub fn score(&self, image: &RgbImage) -> anyhow::Result<f32> {
-        let input = preprocess(image);
-        let side = CROP as usize;
-        match self.network.run(&input, [side, side, 3])?.as_slice() {
+        match self.network.run(&preprocess(image))?.as_slice() {
             [_sfw, nsfw] => Ok(nsfw.clamp(0.0, 1.0)),
             other => anyhow::bail!("expected [sfw, nsfw], got {} values", other.len()),
         }

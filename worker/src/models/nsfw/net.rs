@@ -8,8 +8,9 @@
 //! - a convolution is one matrix product of the image (its windows unfolded by contiguous
 //!   copies, in blocks that stay in cache) with the weights, packed once at load; the
 //!   batch-norm is already folded into the weights by the export;
-//! - the 3x3 convolutions of images at least [`WINOGRAD_MIN_SIDE`] wide use Winograd's
-//!   algorithm ([`super::winograd`]), 4 times fewer multiplications;
+//! - the 3x3 convolutions of images at least 8 pixels wide use Winograd's algorithm
+//!   ([`winograd`]), 4 times fewer multiplications; which way each convolution goes is chosen
+//!   at load, from the sizes the model's declared input gives every layer;
 //! - the ReLU, or the residual addition and the ReLU, after a convolution are applied in the
 //!   same pass as its bias.
 //!
@@ -33,18 +34,13 @@ use std::{
 use anyhow::{anyhow, bail, ensure, Context};
 use rayon::{ThreadPool, ThreadPoolBuilder};
 use rten_gemm::GemmExecutor;
-use rten_onnx::onnx::{ModelProto, TensorProto};
+use rten_onnx::onnx::{ModelProto, TensorProto, ValueInfoProto};
 use rten_simd::SimdOp;
 
 use builder::Builder;
-use graph::{Conv, Step, ValueId};
+use graph::{Conv, Method, Step, ValueId};
 use ops::{conv_product, max_pool, Buffers, Finish, Tensor};
 use winograd::Epilogue;
-
-/// The smallest image side whose 3x3 convolutions use Winograd's algorithm. On 7x7 images
-/// (4 tiles, a third of them padding) its 36 products of 4 rows each were slower than one
-/// direct product (0.37 against 0.33 ms a layer, measured on the model's 256-channel layers).
-const WINOGRAD_MIN_SIDE: usize = 8;
 
 /// A loaded network: its steps in execution order, shared by every job of the process; `run`
 /// may be called from several threads at once.
@@ -53,6 +49,8 @@ pub struct Network {
     /// The step after which each value is no longer read (its buffer is then reused).
     last_use: Vec<usize>,
     input: ValueId,
+    /// The input's shape (height, width, channels), from the graph's declaration.
+    input_shape: [usize; 3],
     output: ValueId,
     /// Scratch space not in use by a run.
     idle: Mutex<Vec<Scratch>>,
@@ -94,6 +92,7 @@ impl Network {
         let ([input], [output]) = (inputs.as_slice(), outputs.as_slice()) else {
             bail!("expected one input and one output");
         };
+        let input_shape = declared_shape(&graph.input, input)?;
         let mut readers: HashMap<&str, usize> = HashMap::from([(*output, 1)]);
         for name in graph.node.iter().flat_map(|node| &node.input) {
             *readers.entry(name.as_str()).or_default() += 1;
@@ -103,6 +102,7 @@ impl Network {
             constants,
             readers,
             values: HashMap::from([((*input).to_owned(), 0)]),
+            shapes: vec![input_shape],
             steps: Vec::new(),
         };
         for node in &graph.node {
@@ -123,14 +123,16 @@ impl Network {
             steps,
             last_use,
             input: 0,
+            input_shape,
             output,
             idle: Mutex::new(Vec::new()),
         })
     }
 
-    /// Runs the network on one image of `shape` (height, width, channels: channels last, as the
-    /// model's input) and returns its output's values, on one core.
-    pub fn run(&self, image: &[f32], shape: [usize; 3]) -> anyhow::Result<Vec<f32>> {
+    /// Runs the network on one image of the model's input shape (height, width, channels:
+    /// channels last, as the model declares it) and returns its output's values, on one core.
+    pub fn run(&self, image: &[f32]) -> anyhow::Result<Vec<f32>> {
+        let shape = self.input_shape;
         ensure!(
             image.len() == shape.iter().product::<usize>(),
             "expected {shape:?} values, got {}",
@@ -221,13 +223,9 @@ impl Network {
                 pads,
                 ..
             } => max_pool(value(*input)?, *kernel, *stride, *pads, buffers)?,
-            Step::MeanPool { input, kernel, .. } => {
+            Step::MeanPool { input, .. } => {
                 let input = value(*input)?;
                 let [height, width, channels] = input.shape;
-                ensure!(
-                    *kernel == [height, width],
-                    "a {kernel:?} average pool of a {height}x{width} image"
-                );
                 let mut out = buffers.tensor([1, 1, channels]);
                 let sums = out.data_mut();
                 sums.fill(0.0);
@@ -243,12 +241,6 @@ impl Network {
             }
             Step::Flatten { input, .. } => {
                 let input = value(*input)?;
-                // Channels last is the graph's (channels first) order only for one pixel.
-                ensure!(
-                    input.shape[..2] == [1, 1],
-                    "flattening a {:?} image",
-                    input.shape
-                );
                 let mut out = buffers.tensor([1, 1, input.len()]);
                 out.data_mut().copy_from_slice(input.data());
                 out
@@ -332,8 +324,8 @@ impl Network {
             residual: residual.map(Tensor::data),
             relu: conv.relu,
         };
-        match &conv.winograd {
-            Some(winograd) if height.min(width) >= WINOGRAD_MIN_SIDE => {
+        match &conv.method {
+            Method::Winograd(winograd) => {
                 let mut scratch = buffers.take(winograd.scratch_len([height, width]));
                 let run = winograd.run(
                     gemm,
@@ -346,8 +338,8 @@ impl Network {
                 buffers.free.push(scratch);
                 run?;
             }
-            _ => {
-                conv_product(gemm, conv, input, out_w, out.data_mut(), buffers)?;
+            Method::Product(weights) => {
+                conv_product(gemm, conv, weights, input, out_w, out.data_mut(), buffers)?;
                 Finish {
                     out: out.data_mut(),
                     residual: epilogue.residual,
@@ -357,5 +349,29 @@ impl Network {
             }
         }
         Ok(out)
+    }
+}
+
+/// The declared shape of the input `name`: `[batch, height, width, channels]` (channels last,
+/// as open_nsfw's input), its batch 1 or left open, the others fixed; as height, width,
+/// channels.
+fn declared_shape(inputs: &[ValueInfoProto], name: &str) -> anyhow::Result<[usize; 3]> {
+    let dims: Vec<Option<usize>> = inputs
+        .iter()
+        .find(|info| info.name.as_deref() == Some(name))
+        .and_then(|info| info.r#type.as_ref()?.tensor_type.as_ref()?.shape.as_ref())
+        .map(|shape| {
+            shape
+                .dim
+                .iter()
+                .map(|dim| dim.dim_value.and_then(|v| usize::try_from(v).ok()))
+                .collect()
+        })
+        .unwrap_or_default();
+    match dims[..] {
+        [None | Some(1), Some(height), Some(width), Some(channels)] => {
+            Ok([height, width, channels])
+        }
+        _ => bail!("the input {name} must be declared [batch, height, width, channels]"),
     }
 }

@@ -8,9 +8,14 @@ use rten_onnx::onnx::{AttributeProto, DataType, NodeProto, TensorProto};
 use rten_tensor::NdTensorView;
 
 use super::{
-    graph::{Conv, Step, ValueId},
+    graph::{Conv, Method, Step, ValueId},
     winograd::Winograd,
 };
+
+/// The smallest image side whose 3x3 convolutions use Winograd's algorithm. On 7x7 images
+/// (4 tiles, a third of them padding) its 36 products of 4 rows each were slower than one
+/// direct product (0.37 against 0.33 ms a layer, measured on the model's 256-channel layers).
+const WINOGRAD_MIN_SIDE: usize = 8;
 
 /// Turns ONNX nodes, in the graph's order, into steps.
 pub struct Builder<'a> {
@@ -19,6 +24,8 @@ pub struct Builder<'a> {
     /// How many nodes read each value (the graph's output counts as one).
     pub readers: HashMap<&'a str, usize>,
     pub values: HashMap<String, ValueId>,
+    /// The shape of each value (height, width, channels), by id.
+    pub shapes: Vec<[usize; 3]>,
     pub steps: Vec<Step>,
 }
 
@@ -30,9 +37,10 @@ impl Builder<'_> {
             .ok_or_else(|| anyhow!("{name} is read before it is computed"))
     }
 
-    fn define(&mut self, name: &str) -> ValueId {
+    fn define(&mut self, name: &str, shape: [usize; 3]) -> ValueId {
         let id = self.values.len();
         self.values.insert(name.to_owned(), id);
+        self.shapes.push(shape);
         id
     }
 
@@ -69,7 +77,7 @@ impl Builder<'_> {
                     bail!("a Relu is only supported right after a convolution");
                 };
                 conv.relu = true;
-                let id = self.define(output);
+                let id = self.define(output, self.shapes[input]);
                 self.set_last_output(id);
                 return Ok(());
             }
@@ -80,18 +88,23 @@ impl Builder<'_> {
                     (b, a)
                 };
                 let other = self.value(other)?;
+                let [shape, conv_shape] = [other, self.value(conv_name)?].map(|id| self.shapes[id]);
+                ensure!(
+                    conv_shape == shape,
+                    "an Add of {conv_shape:?} and {shape:?} values"
+                );
                 let Some(conv) = self.mergeable_conv(conv_name)? else {
                     bail!("an Add is only supported of a convolution's output");
                 };
                 ensure!(conv.residual.is_none(), "a second residual addition");
                 conv.residual = Some(other);
-                let id = self.define(output);
+                let id = self.define(output, shape);
                 self.set_last_output(id);
                 return Ok(());
             }
             ("Add", [_], [bias]) => {
                 let (_, bias) = self.constant(bias)?;
-                let id = self.define(output);
+                let id = self.define(output, self.shapes[input]);
                 let Some(Step::Dense {
                     output,
                     bias: dense_bias,
@@ -115,9 +128,10 @@ impl Builder<'_> {
                     ints(node, "perm") == Some(&[0, 3, 1, 2][..]),
                     "only the NHWC to NCHW Transpose is supported"
                 );
+                // The graph's value is channels first; the runner's stays channels last.
                 Step::Layout {
                     input,
-                    output: self.define(output),
+                    output: self.define(output, self.shapes[input]),
                 }
             }
             ("Conv", [_], [weights, bias]) => {
@@ -125,9 +139,11 @@ impl Builder<'_> {
             }
             ("MaxPool", [_], []) => {
                 let (kernel, stride, pads) = window(node)?;
+                let [height, width, channels] = self.shapes[input];
+                let [out_h, out_w] = output_size([height, width], kernel, stride, pads)?;
                 Step::MaxPool {
                     input,
-                    output: self.define(output),
+                    output: self.define(output, [out_h, out_w, channels]),
                     kernel,
                     stride,
                     pads,
@@ -135,25 +151,41 @@ impl Builder<'_> {
             }
             ("AveragePool", [_], []) => {
                 let (kernel, _, pads) = window(node)?;
-                ensure!(pads == [0; 4], "an AveragePool with padding");
+                let [height, width, channels] = self.shapes[input];
+                ensure!(
+                    pads == [0; 4] && kernel == [height, width],
+                    "only an AveragePool of the whole image is supported"
+                );
                 Step::MeanPool {
                     input,
-                    output: self.define(output),
-                    kernel,
+                    output: self.define(output, [1, 1, channels]),
                 }
             }
-            ("Reshape", [_], [_shape]) => Step::Flatten {
-                input,
-                output: self.define(output),
-            },
+            ("Reshape", [_], [_shape]) => {
+                // Channels last is the graph's (channels first) order only for one pixel.
+                let [height, width, channels] = self.shapes[input];
+                ensure!(
+                    [height, width] == [1, 1],
+                    "only a Reshape of one pixel's channels is supported"
+                );
+                Step::Flatten {
+                    input,
+                    output: self.define(output, [1, 1, channels]),
+                }
+            }
             ("MatMul", [_], [weights]) => {
                 let (dims, weights) = self.constant(weights)?;
-                let [_, outputs] = dims[..] else {
+                let [inputs, outputs] = dims[..] else {
                     bail!("MatMul weights of dimensions {dims:?}");
                 };
+                ensure!(
+                    self.shapes[input] == [1, 1, inputs],
+                    "a MatMul of {inputs} rows given {:?} values",
+                    self.shapes[input]
+                );
                 Step::Dense {
                     input,
-                    output: self.define(output),
+                    output: self.define(output, [1, 1, outputs]),
                     bias: vec![0.0; outputs],
                     outputs,
                     weights,
@@ -166,7 +198,7 @@ impl Builder<'_> {
                 );
                 Step::Softmax {
                     input,
-                    output: self.define(output),
+                    output: self.define(output, self.shapes[input]),
                 }
             }
             (op, computed, constant) => bail!(
@@ -241,25 +273,42 @@ impl Builder<'_> {
         );
         let (kernel, stride, pads) = window(node)?;
         ensure!(kernel == [kh, kw], "a kernel_shape other than its weights'");
-        // ONNX's `out x in x kh x kw` as the `(kh * kw * in) x out` matrix for channels last.
-        let depth = kh * kw * in_channels;
-        let mut matrix = vec![0.0f32; depth * out_channels];
-        for (index, &value) in weights.iter().enumerate() {
-            let (out_channel, rest) = (index / depth, index % depth);
-            let (in_channel, tap) = (rest / (kh * kw), rest % (kh * kw));
-            matrix[(tap * in_channels + in_channel) * out_channels + out_channel] = value;
-        }
-        let winograd = (kernel == [3, 3] && stride == [1, 1] && pads == [1; 4])
-            .then(|| Winograd::new(self.gemm, &weights, out_channels, in_channels));
+        let [height, width, channels] = self.shapes[input];
+        ensure!(
+            channels == in_channels,
+            "a convolution of {in_channels} channels given {channels}"
+        );
+        let [out_h, out_w] = output_size([height, width], kernel, stride, pads)?;
+        let method = if kernel == [3, 3]
+            && stride == [1, 1]
+            && pads == [1; 4]
+            && height.min(width) >= WINOGRAD_MIN_SIDE
+        {
+            Method::Winograd(Winograd::new(
+                self.gemm,
+                &weights,
+                out_channels,
+                in_channels,
+            ))
+        } else {
+            // ONNX's `out x in x kh x kw` as the `(kh * kw * in) x out` matrix channels last
+            // needs.
+            let depth = kh * kw * in_channels;
+            let mut matrix = vec![0.0f32; depth * out_channels];
+            for (index, &value) in weights.iter().enumerate() {
+                let (out_channel, rest) = (index / depth, index % depth);
+                let (in_channel, tap) = (rest / (kh * kw), rest % (kh * kw));
+                matrix[(tap * in_channels + in_channel) * out_channels + out_channel] = value;
+            }
+            let matrix = NdTensorView::from_data([depth, out_channels], &matrix[..]);
+            Method::Product(self.gemm.prepack_b(matrix))
+        };
         Ok(Conv {
             input,
-            output: self.define(output),
+            output: self.define(output, [out_h, out_w, out_channels]),
             residual: None,
             relu: false,
-            weights: self
-                .gemm
-                .prepack_b(NdTensorView::from_data([depth, out_channels], &matrix[..])),
-            winograd,
+            method,
             bias,
             in_channels,
             kernel,
@@ -281,6 +330,22 @@ fn ints<'a>(node: &'a NodeProto, name: &str) -> Option<&'a [i64]> {
 
 fn int(node: &NodeProto, name: &str) -> Option<i64> {
     attribute(node, name).and_then(|attribute| attribute.i)
+}
+
+/// The output size of a window of `kernel` sliding by `stride` over an image of `size` with
+/// `pads` (top, left, bottom, right).
+fn output_size(
+    [height, width]: [usize; 2],
+    [kh, kw]: [usize; 2],
+    [sh, sw]: [usize; 2],
+    [top, left, bottom, right]: [usize; 4],
+) -> anyhow::Result<[usize; 2]> {
+    let (padded_h, padded_w) = (height + top + bottom, width + left + right);
+    ensure!(
+        padded_h >= kh && padded_w >= kw,
+        "a {kh}x{kw} window over a {height}x{width} image"
+    );
+    Ok([(padded_h - kh) / sh + 1, (padded_w - kw) / sw + 1])
 }
 
 /// A Conv's or a pool's `kernel_shape`, `strides` and `pads` (top, left, bottom, right).

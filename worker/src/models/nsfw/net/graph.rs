@@ -14,16 +14,22 @@ pub struct Conv {
     /// A value added to the convolution's output before the ReLU.
     pub residual: Option<ValueId>,
     pub relu: bool,
-    /// The weights as a `(kernel[0] * kernel[1] * in_channels) x out_channels` matrix.
-    pub weights: PackedBMatrix<f32>,
-    /// The weights transformed for Winograd's algorithm (3x3, stride 1, padding 1).
-    pub winograd: Option<Winograd>,
+    pub method: Method,
     pub bias: Vec<f32>,
     pub in_channels: usize,
     pub kernel: [usize; 2],
     pub stride: [usize; 2],
     /// Padding: top, left, bottom, right.
     pub pads: [usize; 4],
+}
+
+/// How a convolution is computed, chosen at load from its input's size.
+pub enum Method {
+    /// One matrix product of the image, or its unfolded windows, with the weights as a
+    /// `(kernel[0] * kernel[1] * in_channels) x out_channels` matrix.
+    Product(PackedBMatrix<f32>),
+    /// Winograd's algorithm (3x3, stride 1, padding 1, images of at least 8 pixels a side).
+    Winograd(Winograd),
 }
 
 /// One step of the network.
@@ -46,7 +52,6 @@ pub enum Step {
     MeanPool {
         input: ValueId,
         output: ValueId,
-        kernel: [usize; 2],
     },
     /// A `Reshape` of one pixel's channels to a row: the values as they are.
     Flatten {

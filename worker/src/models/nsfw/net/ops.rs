@@ -3,7 +3,7 @@
 //! CPU's widest vectors through rten-simd's dispatch.
 
 use anyhow::{anyhow, ensure};
-use rten_gemm::{BiasVector, GemmExecutor, GemmInputA, GemmInputB, GemmOptions};
+use rten_gemm::{BiasVector, GemmExecutor, GemmInputA, GemmInputB, GemmOptions, PackedBMatrix};
 use rten_simd::{Isa, SimdOp};
 use rten_tensor::NdTensorView;
 
@@ -74,6 +74,7 @@ impl Buffers {
 pub fn conv_product(
     gemm: &GemmExecutor<f32>,
     conv: &Conv,
+    weights: &PackedBMatrix<f32>,
     input: &Tensor,
     out_w: usize,
     out: &mut [f32],
@@ -85,7 +86,7 @@ pub fn conv_product(
         gemm.gemm(
             out,
             GemmInputA::Unpacked(NdTensorView::from_data([a.len() / depth, depth], a)),
-            GemmInputB::Packed(&conv.weights),
+            GemmInputB::Packed(weights),
             GemmOptions {
                 bias: Some(BiasVector::Row(&conv.bias)),
                 ..GemmOptions::default()

@@ -1,5 +1,6 @@
 use rten_onnx::onnx::{
-    AttributeProto, DataType, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto,
+    AttributeProto, DataType, Dimension, GraphProto, ModelProto, NodeProto, TensorProto,
+    TensorShapeProto, TypeProto, TypeProtoTensor, ValueInfoProto,
 };
 use rten_tensor::{prelude::*, NdTensor};
 
@@ -47,20 +48,43 @@ fn node(op: &str, inputs: &[&str], output: &str, attribute: Vec<AttributeProto>)
     }
 }
 
-fn info(name: &str) -> ValueInfoProto {
+/// A value's declaration, with its dimensions when given.
+fn info(name: &str, dims: &[Option<usize>]) -> ValueInfoProto {
+    let dim = dims
+        .iter()
+        .map(|d| Dimension {
+            dim_value: d.map(|v| v as i64),
+            dim_param: d.is_none().then(|| "batch".to_owned()),
+        })
+        .collect();
     ValueInfoProto {
         name: Some(name.to_owned()),
-        r#type: None,
+        r#type: Some(TypeProto {
+            tensor_type: Some(TypeProtoTensor {
+                elem_type: Some(DataType::FLOAT),
+                shape: Some(TensorShapeProto { dim }),
+            }),
+            sequence: None,
+        }),
     }
 }
 
-fn model(nodes: Vec<NodeProto>, initializer: Vec<TensorProto>, output: &str) -> ModelProto {
+/// A model of `nodes` whose input `image` is declared `[batch, height, width, channels]`.
+fn model(
+    nodes: Vec<NodeProto>,
+    initializer: Vec<TensorProto>,
+    [height, width, channels]: [usize; 3],
+    output: &str,
+) -> ModelProto {
     ModelProto {
         graph: Some(GraphProto {
             node: nodes,
             initializer,
-            input: vec![info("image")],
-            output: vec![info(output)],
+            input: vec![info(
+                "image",
+                &[None, Some(height), Some(width), Some(channels)],
+            )],
+            output: vec![info(output, &[])],
             value_info: Vec::new(),
         }),
         ..ModelProto::default()
@@ -177,7 +201,8 @@ impl Direct {
         for e in &mut expected {
             *e = e.max(0.0);
         }
-        (model(nodes, initializer, "out"), image, expected)
+        let shape = [height, width, c];
+        (model(nodes, initializer, shape, "out"), image, expected)
     }
 }
 
@@ -263,10 +288,7 @@ fn every_kind_of_convolution_matches_a_direct_computation() {
         let (model, image, expected) = case.graph(residual);
         let network = Network::from_model(model).unwrap();
 
-        let [height, width] = case.size;
-        let actual = network
-            .run(&image, [height, width, case.channels[0]])
-            .unwrap();
+        let actual = network.run(&image).unwrap();
 
         assert_close(&actual, &expected, 1e-4);
     }
@@ -311,9 +333,10 @@ fn max_pool_ignores_the_padding_and_the_head_gives_probabilities() {
         constant("bias", &[2], bias.clone()),
         constant("shape", &[2], vec![1.0, 3.0]),
     ];
-    let network = Network::from_model(model(nodes, initializer, "out")).unwrap();
+    let shape = [height, width, c];
+    let network = Network::from_model(model(nodes, initializer, shape, "out")).unwrap();
 
-    let actual = network.run(&image, [height, width, c]).unwrap();
+    let actual = network.run(&image).unwrap();
 
     // The pool: 2x2 outputs, each the maximum of its window cut to the image (all values
     // are negative, so a padding of zeros winning would show).
@@ -344,7 +367,7 @@ fn max_pool_ignores_the_padding_and_the_head_gives_probabilities() {
 fn an_operator_it_does_not_know_fails_loading_with_the_node_named() {
     let nodes = vec![node("Sigmoid", &["image"], "out", Vec::new())];
 
-    let error = Network::from_model(model(nodes, Vec::new(), "out"))
+    let error = Network::from_model(model(nodes, Vec::new(), [2, 2, 3], "out"))
         .err()
         .unwrap();
 
@@ -354,7 +377,7 @@ fn an_operator_it_does_not_know_fails_loading_with_the_node_named() {
 }
 
 #[test]
-fn an_image_of_the_wrong_size_is_an_error() {
+fn an_image_of_another_size_than_declared_is_an_error() {
     let (model, image, _) = Direct {
         size: [8, 8],
         channels: [3, 4],
@@ -365,9 +388,31 @@ fn an_image_of_the_wrong_size_is_an_error() {
     .graph(false);
     let network = Network::from_model(model).unwrap();
 
-    assert!(network.run(&image[..image.len() - 1], [8, 8, 3]).is_err());
-    assert!(network.run(&image, [8, 8, 4]).is_err());
-    assert!(network.run(&image, [4, 16, 3]).is_ok());
+    assert!(network.run(&image).is_ok());
+    assert!(network.run(&image[..image.len() - 1]).is_err());
+    assert!(network.run(&[image.as_slice(), &[0.0]].concat()).is_err());
+}
+
+#[test]
+fn an_input_without_a_declared_size_fails_loading() {
+    let (mut model, ..) = Direct {
+        size: [8, 8],
+        channels: [3, 4],
+        kernel: 3,
+        stride: 1,
+        pad: 1,
+    }
+    .graph(false);
+    if let Some(graph) = model.graph.as_mut() {
+        graph.input = vec![info("image", &[None, None, Some(8), Some(3)])];
+    }
+
+    let error = Network::from_model(model).err().unwrap();
+
+    assert!(
+        format!("{error:#}").contains("must be declared"),
+        "{error:#}"
+    );
 }
 
 #[test]
@@ -391,14 +436,14 @@ fn the_model_scores_as_rten_scores_it_and_concurrent_runs_agree() {
         .try_into()
         .unwrap();
 
-    let alone = network.run(&image, [224, 224, 3]).unwrap();
+    let alone = network.run(&image).unwrap();
     let start = std::sync::Barrier::new(3);
     let together: Vec<Vec<f32>> = std::thread::scope(|scope| {
         let runs: Vec<_> = (0..3)
             .map(|_| {
                 scope.spawn(|| {
                     start.wait();
-                    network.run(&image, [224, 224, 3]).unwrap()
+                    network.run(&image).unwrap()
                 })
             })
             .collect();
