@@ -9,13 +9,22 @@ use rten_tensor::NdTensorView;
 
 use super::{
     graph::{Conv, Method, Step, ValueId},
-    winograd::Winograd,
+    winograd::{Tiling, Winograd},
 };
 
-/// The smallest image side whose 3x3 convolutions use Winograd's algorithm. On 7x7 images
-/// (4 tiles, a third of them padding) its 36 products of 4 rows each were slower than one
-/// direct product (0.37 against 0.33 ms a layer, measured on the model's 256-channel layers).
-const WINOGRAD_MIN_SIDE: usize = 8;
+/// The tiling of Winograd's algorithm for an image whose smaller side is `side`: F(4x4) from
+/// 16 pixels on, F(2x2) below. Measured on the model, one core, the best of 15 runs of 40
+/// images: F(2x2) on the 14 and 7 pixel layers (instead of F(4x4), and of the direct product
+/// on 7) took the whole network from 10.84-11.02 to 10.05-10.46 ms; F(2x2) on the 28 or the 56
+/// pixel layers made it slower (10.71-11.11 and 11.17-11.29 ms). On small images F(4x4)'s 36
+/// products have few rows each (16 on 14x14, 4 on 7x7, a third of those padding).
+fn tiling(side: usize) -> Tiling {
+    if side >= 16 {
+        Tiling::Four
+    } else {
+        Tiling::Two
+    }
+}
 
 /// Turns ONNX nodes, in the graph's order, into steps.
 pub struct Builder<'a> {
@@ -279,13 +288,10 @@ impl Builder<'_> {
             "a convolution of {in_channels} channels given {channels}"
         );
         let [out_h, out_w] = output_size([height, width], kernel, stride, pads)?;
-        let method = if kernel == [3, 3]
-            && stride == [1, 1]
-            && pads == [1; 4]
-            && height.min(width) >= WINOGRAD_MIN_SIDE
-        {
+        let method = if kernel == [3, 3] && stride == [1, 1] && pads == [1; 4] {
             Method::Winograd(Winograd::new(
                 self.gemm,
+                tiling(height.min(width)),
                 &weights,
                 out_channels,
                 in_channels,

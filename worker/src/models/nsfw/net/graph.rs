@@ -28,7 +28,7 @@ pub enum Method {
     /// One matrix product of the image, or its unfolded windows, with the weights as a
     /// `(kernel[0] * kernel[1] * in_channels) x out_channels` matrix.
     Product(PackedBMatrix<f32>),
-    /// Winograd's algorithm (3x3, stride 1, padding 1, images of at least 8 pixels a side).
+    /// Winograd's algorithm (3x3, stride 1, padding 1).
     Winograd(Winograd),
 }
 

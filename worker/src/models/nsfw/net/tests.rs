@@ -230,11 +230,42 @@ fn every_kind_of_convolution_matches_a_direct_computation() {
             },
             false,
         ),
-        // 3x3 by Winograd's algorithm: whole and partial tiles, with a shortcut.
+        // 3x3 by Winograd F(4x4): whole and partial tiles, with a shortcut.
+        (
+            Direct {
+                size: [16, 16],
+                channels: [16, 24],
+                kernel: 3,
+                stride: 1,
+                pad: 1,
+            },
+            true,
+        ),
+        (
+            Direct {
+                size: [18, 21],
+                channels: [5, 7],
+                kernel: 3,
+                stride: 1,
+                pad: 1,
+            },
+            false,
+        ),
+        // 3x3 by Winograd F(2x2), on smaller images.
         (
             Direct {
                 size: [8, 8],
                 channels: [16, 24],
+                kernel: 3,
+                stride: 1,
+                pad: 1,
+            },
+            true,
+        ),
+        (
+            Direct {
+                size: [7, 7],
+                channels: [16, 8],
                 kernel: 3,
                 stride: 1,
                 pad: 1,
@@ -251,13 +282,13 @@ fn every_kind_of_convolution_matches_a_direct_computation() {
             },
             false,
         ),
-        // 3x3 too small for Winograd's algorithm: the direct product.
+        // 3x3 of stride 2: the product of the unfolded windows.
         (
             Direct {
-                size: [7, 7],
-                channels: [16, 8],
+                size: [9, 10],
+                channels: [4, 6],
                 kernel: 3,
-                stride: 1,
+                stride: 2,
                 pad: 1,
             },
             true,

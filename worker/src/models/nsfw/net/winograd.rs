@@ -1,8 +1,10 @@
-//! 3x3 convolutions (stride 1, padding 1) by Winograd's minimal filtering F(4x4, 3x3): each
-//! 6x6 input tile and 3x3 kernel are transformed so that 16 outputs cost 36 multiplications
-//! instead of 144, done as 36 matrix products (one per position of the transformed tile, over
-//! all tiles and channels) on rten-gemm. Lavin and Gray, "Fast Algorithms for Convolutional
-//! Neural Networks" (2015), give the transforms; the interpolation points are 0, ±1, ±2.
+//! 3x3 convolutions (stride 1, padding 1) by Winograd's minimal filtering (Lavin and Gray,
+//! "Fast Algorithms for Convolutional Neural Networks", 2015): the input is cut into tiles, each
+//! tile and each 3x3 kernel are transformed, and an output tile is then a product position by
+//! position, done as one matrix product per position over all tiles and channels on rten-gemm.
+//! Two tilings ([`Tiling`]): F(4x4, 3x3), 6x6 input tiles, 36 multiplications for 16 outputs
+//! instead of 144 (interpolation points 0, ±1, ±2); and F(2x2, 3x3), 4x4 tiles, 16 for 4
+//! instead of 36, whose products have 4 times as many rows (better on small images).
 //!
 //! Images are channels last, so every transform runs along a vector of channels; the
 //! transforms are compiled for the CPU's widest vectors through rten-simd's dispatch.
@@ -12,26 +14,140 @@ use rten_gemm::{GemmExecutor, GemmInputA, GemmInputB, GemmOptions, PackedBMatrix
 use rten_simd::{Isa, SimdOp};
 use rten_tensor::NdTensorView;
 
-/// Side of an output tile.
-const OUT: usize = 4;
-/// Side of an input tile.
-const TILE: usize = OUT + 2;
-/// Positions of a transformed tile.
-const POSITIONS: usize = TILE * TILE;
+/// The size of the output tiles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tiling {
+    /// F(2x2, 3x3).
+    Two,
+    /// F(4x4, 3x3).
+    Four,
+}
 
-/// `G`: a kernel's 3 taps to the 6 transformed ones.
-const G: [[f32; 3]; TILE] = [
-    [1.0 / 4.0, 0.0, 0.0],
-    [-1.0 / 6.0, -1.0 / 6.0, -1.0 / 6.0],
-    [-1.0 / 6.0, 1.0 / 6.0, -1.0 / 6.0],
-    [1.0 / 24.0, 1.0 / 12.0, 1.0 / 6.0],
-    [1.0 / 24.0, -1.0 / 12.0, 1.0 / 6.0],
-    [0.0, 0.0, 1.0],
-];
+/// The transforms of one tiling. `TILE` is the input tile's side, `OUT + 2`.
+trait Transforms {
+    const OUT: usize;
+    const TILE: usize = Self::OUT + 2;
+    const POSITIONS: usize = Self::TILE * Self::TILE;
+    /// `G`: a kernel's 3 taps to the `TILE` transformed ones.
+    const G: &'static [[f32; 3]];
+    /// `Bᵀ` along the `TILE` vectors of `d` into `TILE` consecutive vectors of `out`.
+    fn input_1d(d: &[&[f32]], out: &mut [f32]);
+    /// `Aᵀ` along the `TILE` vectors of `m` into `OUT` consecutive vectors of `out`.
+    fn output_1d(m: &[&[f32]], out: &mut [f32]);
+}
+
+struct Two;
+struct Four;
+
+impl Transforms for Two {
+    const OUT: usize = 2;
+    const G: &'static [[f32; 3]] = &[
+        [1.0, 0.0, 0.0],
+        [0.5, 0.5, 0.5],
+        [0.5, -0.5, 0.5],
+        [0.0, 0.0, 1.0],
+    ];
+
+    #[inline(always)]
+    fn input_1d(d: &[&[f32]], out: &mut [f32]) {
+        let &[d0, d1, d2, d3] = d else {
+            return;
+        };
+        let [v0, v1, v2, v3] = split(out);
+        let n = v0.len();
+        let (d0, d1, d2, d3) = (&d0[..n], &d1[..n], &d2[..n], &d3[..n]);
+        let (v1, v2, v3) = (&mut v1[..n], &mut v2[..n], &mut v3[..n]);
+        for x in 0..n {
+            v0[x] = d0[x] - d2[x];
+            v1[x] = d1[x] + d2[x];
+            v2[x] = d2[x] - d1[x];
+            v3[x] = d1[x] - d3[x];
+        }
+    }
+
+    #[inline(always)]
+    fn output_1d(m: &[&[f32]], out: &mut [f32]) {
+        let &[m0, m1, m2, m3] = m else {
+            return;
+        };
+        let [v0, v1] = split(out);
+        let n = v0.len();
+        let (m0, m1, m2, m3, v1) = (&m0[..n], &m1[..n], &m2[..n], &m3[..n], &mut v1[..n]);
+        for x in 0..n {
+            v0[x] = m0[x] + m1[x] + m2[x];
+            v1[x] = m1[x] - m2[x] - m3[x];
+        }
+    }
+}
+
+impl Transforms for Four {
+    const OUT: usize = 4;
+    const G: &'static [[f32; 3]] = &[
+        [1.0 / 4.0, 0.0, 0.0],
+        [-1.0 / 6.0, -1.0 / 6.0, -1.0 / 6.0],
+        [-1.0 / 6.0, 1.0 / 6.0, -1.0 / 6.0],
+        [1.0 / 24.0, 1.0 / 12.0, 1.0 / 6.0],
+        [1.0 / 24.0, -1.0 / 12.0, 1.0 / 6.0],
+        [0.0, 0.0, 1.0],
+    ];
+
+    #[inline(always)]
+    fn input_1d(d: &[&[f32]], out: &mut [f32]) {
+        let &[d0, d1, d2, d3, d4, d5] = d else {
+            return;
+        };
+        let [v0, v1, v2, v3, v4, v5] = split(out);
+        let n = v0.len();
+        let (d0, d1, d2, d3, d4, d5) = (&d0[..n], &d1[..n], &d2[..n], &d3[..n], &d4[..n], &d5[..n]);
+        let (v1, v2, v3, v4, v5) = (
+            &mut v1[..n],
+            &mut v2[..n],
+            &mut v3[..n],
+            &mut v4[..n],
+            &mut v5[..n],
+        );
+        for x in 0..n {
+            v0[x] = 4.0 * d0[x] - 5.0 * d2[x] + d4[x];
+            v1[x] = -4.0 * (d1[x] + d2[x]) + d3[x] + d4[x];
+            v2[x] = 4.0 * (d1[x] - d2[x]) - d3[x] + d4[x];
+            v3[x] = -2.0 * (d1[x] - d3[x]) - d2[x] + d4[x];
+            v4[x] = 2.0 * (d1[x] - d3[x]) - d2[x] + d4[x];
+            v5[x] = 4.0 * d1[x] - 5.0 * d3[x] + d5[x];
+        }
+    }
+
+    #[inline(always)]
+    fn output_1d(m: &[&[f32]], out: &mut [f32]) {
+        let &[m0, m1, m2, m3, m4, m5] = m else {
+            return;
+        };
+        let [v0, v1, v2, v3] = split(out);
+        let n = v0.len();
+        let (m0, m1, m2, m3, m4, m5) = (&m0[..n], &m1[..n], &m2[..n], &m3[..n], &m4[..n], &m5[..n]);
+        let (v1, v2, v3) = (&mut v1[..n], &mut v2[..n], &mut v3[..n]);
+        for x in 0..n {
+            let (a, b) = (m1[x] + m2[x], m1[x] - m2[x]);
+            let (c, d) = (m3[x] + m4[x], m3[x] - m4[x]);
+            v0[x] = m0[x] + a + c;
+            v1[x] = b + 2.0 * d;
+            v2[x] = a + 4.0 * c;
+            v3[x] = b + 8.0 * d + m5[x];
+        }
+    }
+}
+
+/// `data` cut into `N` equal consecutive vectors.
+#[inline(always)]
+fn split<const N: usize>(data: &mut [f32]) -> [&mut [f32]; N] {
+    let len = data.len() / N;
+    let mut parts = data.chunks_exact_mut(len.max(1));
+    std::array::from_fn(|_| parts.next().unwrap_or_default())
+}
 
 /// A 3x3 convolution's weights, transformed: one `in_channels x out_channels` matrix per
-/// position of the 6x6 tile.
+/// position of the input tile.
 pub struct Winograd {
+    tiling: Tiling,
     weights: Vec<PackedBMatrix<f32>>,
     in_channels: usize,
     out_channels: usize,
@@ -46,30 +162,18 @@ pub struct Epilogue<'a> {
 }
 
 impl Winograd {
-    /// Transforms `weights` (`out_channels x in_channels x 3 x 3`, ONNX's order).
+    /// Transforms `weights` (`out_channels x in_channels x 3 x 3`, ONNX's order) for `tiling`.
     pub fn new(
         gemm: &GemmExecutor<f32>,
+        tiling: Tiling,
         weights: &[f32],
         out_channels: usize,
         in_channels: usize,
     ) -> Self {
-        let mut transformed = vec![vec![0.0f32; in_channels * out_channels]; POSITIONS];
-        for (index, kernel) in weights.chunks_exact(9).enumerate() {
-            let (out_channel, in_channel) = (index / in_channels, index % in_channels);
-            // G g Gᵀ, one side at a time.
-            let mut half = [[0.0f32; 3]; TILE];
-            for (row, g) in half.iter_mut().zip(&G) {
-                for (column, value) in row.iter_mut().enumerate() {
-                    *value = (0..3).map(|k| g[k] * kernel[k * 3 + column]).sum();
-                }
-            }
-            for (i, row) in half.iter().enumerate() {
-                for (j, g) in G.iter().enumerate() {
-                    transformed[i * TILE + j][in_channel * out_channels + out_channel] =
-                        (0..3).map(|k| row[k] * g[k]).sum();
-                }
-            }
-        }
+        let transformed = match tiling {
+            Tiling::Two => transform_weights::<Two>(weights, out_channels, in_channels),
+            Tiling::Four => transform_weights::<Four>(weights, out_channels, in_channels),
+        };
         let weights = transformed
             .iter()
             .map(|matrix| {
@@ -80,6 +184,7 @@ impl Winograd {
             })
             .collect();
         Self {
+            tiling,
             weights,
             in_channels,
             out_channels,
@@ -89,9 +194,13 @@ impl Winograd {
     /// How many values of scratch space [`Winograd::run`] needs for an image of `size`: the
     /// transformed tiles, their products and two tiles' work.
     pub fn scratch_len(&self, size: [usize; 2]) -> usize {
-        let tiles = Grid::new(size).tiles();
+        let (out, positions) = match self.tiling {
+            Tiling::Two => (Two::OUT, Two::POSITIONS),
+            Tiling::Four => (Four::OUT, Four::POSITIONS),
+        };
+        let tiles = Grid::new(size, out).tiles();
         let (c, k) = (self.in_channels, self.out_channels);
-        POSITIONS * tiles * (c + k) + 2 * POSITIONS * c.max(k)
+        positions * tiles * (c + k) + 2 * positions * c.max(k)
     }
 
     /// Convolves `input` (`height x width x in_channels`) into `out` (`height x width x
@@ -106,8 +215,6 @@ impl Winograd {
         epilogue: &Epilogue<'_>,
         scratch: &mut [f32],
     ) -> anyhow::Result<()> {
-        let grid = Grid::new(size);
-        let tiles = grid.tiles();
         let (c, k) = (self.in_channels, self.out_channels);
         ensure!(
             input.len() == size[0] * size[1] * c && out.len() == size[0] * size[1] * k,
@@ -119,14 +226,76 @@ impl Winograd {
             scratch.len() >= self.scratch_len(size) && epilogue.bias.len() == k,
             "a 3x3 convolution given too little scratch space or a bias of another length"
         );
-        let (transformed, rest) = scratch.split_at_mut(POSITIONS * tiles * c);
-        let (products, work) = rest.split_at_mut(POSITIONS * tiles * k);
-        InputTransform {
+        let run = Run {
+            gemm,
+            weights: &self.weights,
             input,
+            size,
+            channels: [c, k],
+            out,
+            epilogue,
+            scratch,
+        };
+        match self.tiling {
+            Tiling::Two => run.tiled::<Two>(),
+            Tiling::Four => run.tiled::<Four>(),
+        }
+    }
+}
+
+/// `G g Gᵀ` of every kernel `g`: one `in_channels x out_channels` matrix per position.
+fn transform_weights<T: Transforms>(
+    weights: &[f32],
+    out_channels: usize,
+    in_channels: usize,
+) -> Vec<Vec<f32>> {
+    let mut transformed = vec![vec![0.0f32; in_channels * out_channels]; T::POSITIONS];
+    for (index, kernel) in weights.chunks_exact(9).enumerate() {
+        let (out_channel, in_channel) = (index / in_channels, index % in_channels);
+        // G g, then that times Gᵀ.
+        let half: Vec<[f32; 3]> = T::G
+            .iter()
+            .map(|g| {
+                std::array::from_fn(|column| (0..3).map(|k| g[k] * kernel[k * 3 + column]).sum())
+            })
+            .collect();
+        for (i, row) in half.iter().enumerate() {
+            for (j, g) in T::G.iter().enumerate() {
+                transformed[i * T::TILE + j][in_channel * out_channels + out_channel] =
+                    (0..3).map(|k| row[k] * g[k]).sum();
+            }
+        }
+    }
+    transformed
+}
+
+/// One convolution's run.
+struct Run<'a> {
+    gemm: &'a GemmExecutor<f32>,
+    weights: &'a [PackedBMatrix<f32>],
+    input: &'a [f32],
+    size: [usize; 2],
+    /// In and out.
+    channels: [usize; 2],
+    out: &'a mut [f32],
+    epilogue: &'a Epilogue<'a>,
+    scratch: &'a mut [f32],
+}
+
+impl Run<'_> {
+    fn tiled<T: Transforms>(self) -> anyhow::Result<()> {
+        let grid = Grid::new(self.size, T::OUT);
+        let tiles = grid.tiles();
+        let [c, k] = self.channels;
+        let (transformed, rest) = self.scratch.split_at_mut(T::POSITIONS * tiles * c);
+        let (products, work) = rest.split_at_mut(T::POSITIONS * tiles * k);
+        InputTransform::<T> {
+            input: self.input,
             channels: c,
             grid: &grid,
             transformed,
             work,
+            tiling: std::marker::PhantomData,
         }
         .dispatch();
         for (position, weights) in self.weights.iter().enumerate() {
@@ -134,24 +303,26 @@ impl Winograd {
             let a = NdTensorView::from_data_with_strides(
                 [tiles, c],
                 &transformed[position * c..],
-                [POSITIONS * c, 1],
+                [T::POSITIONS * c, 1],
             )
             .map_err(|err| anyhow!("transformed tiles: {err}"))?;
-            gemm.gemm(
-                &mut products[position * tiles * k..][..tiles * k],
-                GemmInputA::Unpacked(a),
-                GemmInputB::Packed(weights),
-                GemmOptions::default(),
-            )
-            .map_err(|err| anyhow!("matrix product: {err}"))?;
+            self.gemm
+                .gemm(
+                    &mut products[position * tiles * k..][..tiles * k],
+                    GemmInputA::Unpacked(a),
+                    GemmInputB::Packed(weights),
+                    GemmOptions::default(),
+                )
+                .map_err(|err| anyhow!("matrix product: {err}"))?;
         }
-        OutputTransform {
+        OutputTransform::<T> {
             products,
             channels: k,
             grid: &grid,
-            out,
-            epilogue,
+            out: self.out,
+            epilogue: self.epilogue,
             work,
+            tiling: std::marker::PhantomData,
         }
         .dispatch();
         Ok(())
@@ -167,12 +338,12 @@ struct Grid {
 }
 
 impl Grid {
-    fn new([height, width]: [usize; 2]) -> Self {
+    fn new([height, width]: [usize; 2], out: usize) -> Self {
         Self {
             height,
             width,
-            rows: height.div_ceil(OUT),
-            columns: width.div_ceil(OUT),
+            rows: height.div_ceil(out),
+            columns: width.div_ceil(out),
         }
     }
 
@@ -181,47 +352,47 @@ impl Grid {
     }
 }
 
-/// Six consecutive vectors of `len` values at the start of `data`.
-#[inline(always)]
-fn six(data: &mut [f32], len: usize) -> [&mut [f32]; 6] {
-    let mut parts = data.chunks_exact_mut(len);
-    std::array::from_fn(|_| parts.next().unwrap_or_default())
-}
-
-/// `Bᵀ d B` of every 6x6 input tile `d` (zero outside the image) into `transformed[tile]
+/// `Bᵀ d B` of every input tile `d` (zero outside the image) into `transformed[tile]
 /// [position]`, each a vector of channels.
-struct InputTransform<'a> {
+struct InputTransform<'a, T> {
     input: &'a [f32],
     channels: usize,
     grid: &'a Grid,
     transformed: &'a mut [f32],
     work: &'a mut [f32],
+    tiling: std::marker::PhantomData<T>,
 }
 
-impl SimdOp for InputTransform<'_> {
+impl<T: Transforms> SimdOp for InputTransform<'_, T> {
     type Output = ();
 
     #[inline(always)]
     fn eval<I: Isa>(self, _isa: I) {
         let c = self.channels;
+        let (side, out_side) = (T::TILE, T::OUT);
         let Grid {
             height,
             width,
             columns,
             ..
         } = *self.grid;
-        let (patch, across) = self.work.split_at_mut(POSITIONS * c);
-        let across = &mut across[..POSITIONS * c];
-        for (tile, target) in self.transformed.chunks_exact_mut(POSITIONS * c).enumerate() {
-            let (top, left) = ((tile / columns) * OUT, (tile % columns) * OUT);
+        let (patch, across) = self.work.split_at_mut(T::POSITIONS * c);
+        let across = &mut across[..T::POSITIONS * c];
+        let empty: &[f32] = &[];
+        for (tile, target) in self
+            .transformed
+            .chunks_exact_mut(T::POSITIONS * c)
+            .enumerate()
+        {
+            let (top, left) = ((tile / columns) * out_side, (tile % columns) * out_side);
             // `patch[i][j]`: the image's pixel (top + i - 1, left + j - 1).
-            for (i, row) in patch.chunks_exact_mut(TILE * c).enumerate() {
+            for (i, row) in patch.chunks_exact_mut(side * c).enumerate() {
                 let Some(y) = (top + i).checked_sub(1).filter(|&y| y < height) else {
                     row.fill(0.0);
                     continue;
                 };
                 let first = usize::from(left == 0);
-                let end = (width + 1 - left).min(TILE);
+                let end = (width + 1 - left).min(side);
                 row[..first * c].fill(0.0);
                 row[end * c..].fill(0.0);
                 let start = (y * width + left + first - 1) * c;
@@ -229,56 +400,42 @@ impl SimdOp for InputTransform<'_> {
             }
             // Down each column j into `across[j][i]`, then along each row i into
             // `target[i][j]`.
-            for (j, out) in across.chunks_exact_mut(TILE * c).enumerate() {
-                let d = |i: usize| &patch[(i * TILE + j) * c..][..c];
-                input_1d([d(0), d(1), d(2), d(3), d(4), d(5)], six(out, c));
+            for (j, out) in across.chunks_exact_mut(side * c).enumerate() {
+                let mut d = [empty; 6];
+                for (i, v) in d.iter_mut().take(side).enumerate() {
+                    *v = &patch[(i * side + j) * c..][..c];
+                }
+                T::input_1d(&d[..side], out);
             }
-            for (i, out) in target.chunks_exact_mut(TILE * c).enumerate() {
-                let d = |j: usize| &across[(j * TILE + i) * c..][..c];
-                input_1d([d(0), d(1), d(2), d(3), d(4), d(5)], six(out, c));
+            for (i, out) in target.chunks_exact_mut(side * c).enumerate() {
+                let mut d = [empty; 6];
+                for (j, v) in d.iter_mut().take(side).enumerate() {
+                    *v = &across[(j * side + i) * c..][..c];
+                }
+                T::input_1d(&d[..side], out);
             }
         }
     }
 }
 
-/// `Bᵀ` along six vectors.
-#[inline(always)]
-fn input_1d([d0, d1, d2, d3, d4, d5]: [&[f32]; 6], [v0, v1, v2, v3, v4, v5]: [&mut [f32]; 6]) {
-    let n = v0.len();
-    let (d0, d1, d2, d3, d4, d5) = (&d0[..n], &d1[..n], &d2[..n], &d3[..n], &d4[..n], &d5[..n]);
-    let (v1, v2, v3, v4, v5) = (
-        &mut v1[..n],
-        &mut v2[..n],
-        &mut v3[..n],
-        &mut v4[..n],
-        &mut v5[..n],
-    );
-    for x in 0..n {
-        v0[x] = 4.0 * d0[x] - 5.0 * d2[x] + d4[x];
-        v1[x] = -4.0 * (d1[x] + d2[x]) + d3[x] + d4[x];
-        v2[x] = 4.0 * (d1[x] - d2[x]) - d3[x] + d4[x];
-        v3[x] = -2.0 * (d1[x] - d3[x]) - d2[x] + d4[x];
-        v4[x] = 2.0 * (d1[x] - d3[x]) - d2[x] + d4[x];
-        v5[x] = 4.0 * d1[x] - 5.0 * d3[x] + d5[x];
-    }
-}
-
 /// `Aᵀ m A` of every tile's products plus the epilogue, into the output pixels.
-struct OutputTransform<'a> {
+struct OutputTransform<'a, T> {
     products: &'a [f32],
     channels: usize,
     grid: &'a Grid,
     out: &'a mut [f32],
     epilogue: &'a Epilogue<'a>,
     work: &'a mut [f32],
+    tiling: std::marker::PhantomData<T>,
 }
 
-impl SimdOp for OutputTransform<'_> {
+impl<T: Transforms> SimdOp for OutputTransform<'_, T> {
     type Output = ();
 
     #[inline(always)]
     fn eval<I: Isa>(self, _isa: I) {
         let k = self.channels;
+        let (side, out_side) = (T::TILE, T::OUT);
         let Grid {
             height,
             width,
@@ -286,25 +443,32 @@ impl SimdOp for OutputTransform<'_> {
             columns,
         } = *self.grid;
         let tiles = rows * columns;
-        let (down, across) = self.work.split_at_mut(TILE * OUT * k);
-        let across = &mut across[..OUT * OUT * k];
+        let (down, across) = self.work.split_at_mut(side * out_side * k);
+        let across = &mut across[..out_side * out_side * k];
         let bias = &self.epilogue.bias[..k];
+        let empty: &[f32] = &[];
         for tile in 0..tiles {
-            let (top, left) = ((tile / columns) * OUT, (tile % columns) * OUT);
+            let (top, left) = ((tile / columns) * out_side, (tile % columns) * out_side);
             // Down each column j into `down[j][i]`, then along each row i into `across[i][j]`.
-            for (j, out) in down.chunks_exact_mut(OUT * k).enumerate() {
-                let m = |i: usize| &self.products[((i * TILE + j) * tiles + tile) * k..][..k];
-                output_1d([m(0), m(1), m(2), m(3), m(4), m(5)], out, k);
+            for (j, out) in down.chunks_exact_mut(out_side * k).enumerate() {
+                let mut m = [empty; 6];
+                for (i, v) in m.iter_mut().take(side).enumerate() {
+                    *v = &self.products[((i * side + j) * tiles + tile) * k..][..k];
+                }
+                T::output_1d(&m[..side], out);
             }
-            for (i, out) in across.chunks_exact_mut(OUT * k).enumerate() {
-                let m = |j: usize| &down[(j * OUT + i) * k..][..k];
-                output_1d([m(0), m(1), m(2), m(3), m(4), m(5)], out, k);
+            for (i, out) in across.chunks_exact_mut(out_side * k).enumerate() {
+                let mut m = [empty; 6];
+                for (j, v) in m.iter_mut().take(side).enumerate() {
+                    *v = &down[(j * out_side + i) * k..][..k];
+                }
+                T::output_1d(&m[..side], out);
             }
-            let visible = OUT.min(width - left);
-            for i in 0..OUT.min(height - top) {
+            let visible = out_side.min(width - left);
+            for i in 0..out_side.min(height - top) {
                 let at = ((top + i) * width + left) * k;
                 let target = &mut self.out[at..][..visible * k];
-                let values = &across[i * OUT * k..][..visible * k];
+                let values = &across[i * out_side * k..][..visible * k];
                 for (pixel, values) in target.chunks_exact_mut(k).zip(values.chunks_exact(k)) {
                     for ((o, v), b) in pixel.iter_mut().zip(values).zip(bias) {
                         *o = v + b;
@@ -322,31 +486,6 @@ impl SimdOp for OutputTransform<'_> {
                 }
             }
         }
-    }
-}
-
-/// `Aᵀ` along six vectors into four consecutive vectors of `out`.
-#[inline(always)]
-fn output_1d([m0, m1, m2, m3, m4, m5]: [&[f32]; 6], out: &mut [f32], n: usize) {
-    let (v0, rest) = out.split_at_mut(n);
-    let (v1, rest) = rest.split_at_mut(n);
-    let (v2, v3) = rest.split_at_mut(n);
-    let (v3, m0, m1, m2, m3, m4, m5) = (
-        &mut v3[..n],
-        &m0[..n],
-        &m1[..n],
-        &m2[..n],
-        &m3[..n],
-        &m4[..n],
-        &m5[..n],
-    );
-    for x in 0..n {
-        let (a, b) = (m1[x] + m2[x], m1[x] - m2[x]);
-        let (c, d) = (m3[x] + m4[x], m3[x] - m4[x]);
-        v0[x] = m0[x] + a + c;
-        v1[x] = b + 2.0 * d;
-        v2[x] = a + 4.0 * c;
-        v3[x] = b + 8.0 * d + m5[x];
     }
 }
 
