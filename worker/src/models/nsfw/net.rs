@@ -8,9 +8,10 @@
 //! - a convolution is one matrix product of the image (its windows unfolded by contiguous
 //!   copies, in blocks that stay in cache) with the weights, packed once at load; the
 //!   batch-norm is already folded into the weights by the export;
-//! - the 3x3 convolutions of images at least 8 pixels wide use Winograd's algorithm
-//!   ([`winograd`]), 4 times fewer multiplications; which way each convolution goes is chosen
-//!   at load, from the sizes the model's declared input gives every layer;
+//! - the 3x3 convolutions of stride 1 use Winograd's algorithm ([`winograd`]): F(4x4) on
+//!   images of 16 pixels and more (4 times fewer multiplications), F(2x2) on smaller ones
+//!   (2.25 times fewer), chosen at load from the sizes the model's declared input gives every
+//!   layer;
 //! - the ReLU, or the residual addition and the ReLU, after a convolution are applied in the
 //!   same pass as its bias.
 //!
