@@ -28,17 +28,22 @@ fn tiling(side: usize) -> Tiling {
 
 /// Turns ONNX nodes, in the graph's order, into steps.
 pub struct Builder<'a> {
+    /// Packs the weights (for the kernel the runs' executors pick too).
     pub gemm: &'a GemmExecutor<f32>,
+    /// The graph's initializers, by name.
     pub constants: HashMap<&'a str, &'a TensorProto>,
     /// How many nodes read each value (the graph's output counts as one).
     pub readers: HashMap<&'a str, usize>,
+    /// The id of each value computed so far, by name.
     pub values: HashMap<String, ValueId>,
     /// The shape of each value (height, width, channels), by id.
     pub shapes: Vec<[usize; 3]>,
+    /// The steps so far, in order.
     pub steps: Vec<Step>,
 }
 
 impl Builder<'_> {
+    /// The id of the computed value `name`.
     pub fn value(&self, name: &str) -> anyhow::Result<ValueId> {
         self.values
             .get(name)

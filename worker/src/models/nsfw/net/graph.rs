@@ -9,15 +9,21 @@ pub type ValueId = usize;
 
 /// A convolution with its bias, then optionally a residual addition, then optionally a ReLU.
 pub struct Conv {
+    /// The image convolved.
     pub input: ValueId,
+    /// The result, after the residual addition and the ReLU when they are merged in.
     pub output: ValueId,
     /// A value added to the convolution's output before the ReLU.
     pub residual: Option<ValueId>,
+    /// Whether a ReLU ends it.
     pub relu: bool,
     pub method: Method,
+    /// One value per output channel.
     pub bias: Vec<f32>,
     pub in_channels: usize,
+    /// Height and width.
     pub kernel: [usize; 2],
+    /// Vertical and horizontal.
     pub stride: [usize; 2],
     /// Padding: top, left, bottom, right.
     pub pads: [usize; 4],

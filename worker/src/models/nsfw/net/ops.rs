@@ -15,19 +15,24 @@ const UNFOLD_BLOCK: usize = 64 * 1024;
 /// An activation: height x width x channels (channels last, whatever the ONNX graph's layout),
 /// in a buffer that may be longer.
 pub struct Tensor {
+    /// At least as long as the shape's product.
     pub buf: Vec<f32>,
+    /// Height, width, channels.
     pub shape: [usize; 3],
 }
 
 impl Tensor {
+    /// How many values the tensor holds.
     pub fn len(&self) -> usize {
         self.shape.iter().product()
     }
 
+    /// Its values.
     pub fn data(&self) -> &[f32] {
         &self.buf[..self.len()]
     }
 
+    /// Its values, to write.
     pub fn data_mut(&mut self) -> &mut [f32] {
         let len = self.len();
         &mut self.buf[..len]
@@ -37,6 +42,7 @@ impl Tensor {
 /// Buffers no longer in use, for the next values.
 #[derive(Default)]
 pub struct Buffers {
+    /// Each may hold any values.
     pub free: Vec<Vec<f32>>,
 }
 
@@ -61,6 +67,7 @@ impl Buffers {
         buf
     }
 
+    /// A tensor of `shape` in a taken buffer (values unspecified).
     pub fn tensor(&mut self, shape: [usize; 3]) -> Tensor {
         Tensor {
             buf: self.take(shape.iter().product()),
@@ -146,7 +153,9 @@ fn unfold(input: &Tensor, conv: &Conv, out_w: usize, first_pixel: usize, windows
 /// After a convolution's product: plus `residual`, then the ReLU if `relu`, in one pass
 /// compiled for the CPU's widest vectors.
 pub struct Finish<'a> {
+    /// The product, bias added.
     pub out: &'a mut [f32],
+    /// Added to `out`, value by value.
     pub residual: Option<&'a [f32]>,
     pub relu: bool,
 }
@@ -177,6 +186,8 @@ impl SimdOp for Finish<'_> {
     }
 }
 
+/// The maximum of each window of `kernel`, moved by `stride`, over `input` padded by `pads`
+/// (top, left, bottom, right: the padding never wins).
 pub fn max_pool(
     input: &Tensor,
     [kh, kw]: [usize; 2],

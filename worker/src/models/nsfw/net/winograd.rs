@@ -39,7 +39,9 @@ pub struct Winograd {
 /// What becomes of the convolution's output: plus the `bias` of its channel, plus
 /// `residual`, then the ReLU if `relu`.
 pub struct Epilogue<'a> {
+    /// One value per output channel.
     pub bias: &'a [f32],
+    /// As long as the output.
     pub residual: Option<&'a [f32]>,
     pub relu: bool,
 }
