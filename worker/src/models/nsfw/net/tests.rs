@@ -218,104 +218,31 @@ fn assert_close(actual: &[f32], expected: &[f32], tolerance: f32) {
 
 #[test]
 fn every_kind_of_convolution_matches_a_direct_computation() {
+    // (size, channels in and out, kernel, stride, padding, with a shortcut added)
     let cases = [
         // The model's first layer: 7x7, stride 2, 3 channels.
-        (
-            Direct {
-                size: [20, 17],
-                channels: [3, 8],
-                kernel: 7,
-                stride: 2,
-                pad: 3,
-            },
-            false,
-        ),
-        // 3x3 by Winograd F(4x4): whole and partial tiles, with a shortcut.
-        (
-            Direct {
-                size: [16, 16],
-                channels: [16, 24],
-                kernel: 3,
-                stride: 1,
-                pad: 1,
-            },
-            true,
-        ),
-        (
-            Direct {
-                size: [18, 21],
-                channels: [5, 7],
-                kernel: 3,
-                stride: 1,
-                pad: 1,
-            },
-            false,
-        ),
+        ([20, 17], [3, 8], 7, 2, 3, false),
+        // 3x3 by Winograd F(4x4): whole and partial tiles.
+        ([16, 16], [16, 24], 3, 1, 1, true),
+        ([18, 21], [5, 7], 3, 1, 1, false),
         // 3x3 by Winograd F(2x2), on smaller images.
-        (
-            Direct {
-                size: [8, 8],
-                channels: [16, 24],
-                kernel: 3,
-                stride: 1,
-                pad: 1,
-            },
-            true,
-        ),
-        (
-            Direct {
-                size: [7, 7],
-                channels: [16, 8],
-                kernel: 3,
-                stride: 1,
-                pad: 1,
-            },
-            true,
-        ),
-        (
-            Direct {
-                size: [13, 10],
-                channels: [5, 7],
-                kernel: 3,
-                stride: 1,
-                pad: 1,
-            },
-            false,
-        ),
+        ([8, 8], [16, 24], 3, 1, 1, true),
+        ([7, 7], [16, 8], 3, 1, 1, true),
+        ([13, 10], [5, 7], 3, 1, 1, false),
         // 3x3 of stride 2: the product of the unfolded windows.
-        (
-            Direct {
-                size: [9, 10],
-                channels: [4, 6],
-                kernel: 3,
-                stride: 2,
-                pad: 1,
-            },
-            true,
-        ),
+        ([9, 10], [4, 6], 3, 2, 1, true),
         // 1x1 with stride 2 (unfolded) and stride 1 (the image itself).
-        (
-            Direct {
-                size: [9, 9],
-                channels: [16, 8],
-                kernel: 1,
-                stride: 2,
-                pad: 0,
-            },
-            true,
-        ),
-        (
-            Direct {
-                size: [6, 5],
-                channels: [32, 16],
-                kernel: 1,
-                stride: 1,
-                pad: 0,
-            },
-            false,
-        ),
+        ([9, 9], [16, 8], 1, 2, 0, true),
+        ([6, 5], [32, 16], 1, 1, 0, false),
     ];
-    for (case, residual) in cases {
+    for (size, channels, kernel, stride, pad, residual) in cases {
+        let case = Direct {
+            size,
+            channels,
+            kernel,
+            stride,
+            pad,
+        };
         let (model, image, expected) = case.graph(residual);
         let network = Network::from_model(model).unwrap();
 
