@@ -121,6 +121,26 @@ impl Inference {
     }
 }
 
+/// `count` calls of `run`, each on a thread of its own, released together: a model's runs
+/// at once, for tests.
+#[cfg(test)]
+pub fn at_once<T: Send>(count: usize, run: impl Fn() -> T + Sync) -> Vec<T> {
+    let start = std::sync::Barrier::new(count);
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = (0..count)
+            .map(|_| {
+                scope.spawn(|| {
+                    start.wait();
+                    run()
+                })
+            })
+            .collect();
+        runs.into_iter()
+            .map(|run| run.join().expect("a run panicked"))
+            .collect()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};

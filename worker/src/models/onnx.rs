@@ -102,19 +102,8 @@ mod tests {
             scores.to_vec()
         };
         let alone = run();
-        let start = std::sync::Barrier::new(3);
 
-        let together: Vec<Vec<f32>> = std::thread::scope(|scope| {
-            let runs: Vec<_> = (0..3)
-                .map(|_| {
-                    scope.spawn(|| {
-                        start.wait();
-                        run()
-                    })
-                })
-                .collect();
-            runs.into_iter().map(|run| run.join().unwrap()).collect()
-        });
+        let together = crate::models::at_once(3, run);
 
         assert!(together.iter().all(|values| *values == alone));
         // The first run made a pool; the three at once reused it and made at most two more;

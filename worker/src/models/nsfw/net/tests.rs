@@ -334,16 +334,21 @@ fn an_operator_it_does_not_know_fails_loading_with_the_node_named() {
     assert!(message.contains("not supported"), "{message}");
 }
 
-#[test]
-fn an_image_of_another_size_than_declared_is_an_error() {
-    let (model, image, _) = Direct {
+/// A 3x3 convolution of an 8x8 image of 3 channels: the model, an image, the output.
+fn small_graph() -> (ModelProto, Vec<f32>, Vec<f32>) {
+    Direct {
         size: [8, 8],
         channels: [3, 4],
         kernel: 3,
         stride: 1,
         pad: 1,
     }
-    .graph(false);
+    .graph(false)
+}
+
+#[test]
+fn an_image_of_another_size_than_declared_is_an_error() {
+    let (model, image, _) = small_graph();
     let network = Network::from_model(model).unwrap();
 
     assert!(network.run(&image).is_ok());
@@ -353,14 +358,7 @@ fn an_image_of_another_size_than_declared_is_an_error() {
 
 #[test]
 fn an_input_without_a_declared_size_fails_loading() {
-    let (mut model, ..) = Direct {
-        size: [8, 8],
-        channels: [3, 4],
-        kernel: 3,
-        stride: 1,
-        pad: 1,
-    }
-    .graph(false);
+    let (mut model, ..) = small_graph();
     if let Some(graph) = model.graph.as_mut() {
         graph.input = vec![info("image", &[None, None, Some(8), Some(3)])];
     }
@@ -395,18 +393,7 @@ fn the_model_scores_as_rten_scores_it_and_concurrent_runs_agree() {
         .unwrap();
 
     let alone = network.run(&image).unwrap();
-    let start = std::sync::Barrier::new(3);
-    let together: Vec<Vec<f32>> = std::thread::scope(|scope| {
-        let runs: Vec<_> = (0..3)
-            .map(|_| {
-                scope.spawn(|| {
-                    start.wait();
-                    network.run(&image).unwrap()
-                })
-            })
-            .collect();
-        runs.into_iter().map(|run| run.join().unwrap()).collect()
-    });
+    let together = crate::models::at_once(3, || network.run(&image).unwrap());
 
     assert_close(&alone, &rten_scores.to_vec(), 1e-5);
     assert!(together.iter().all(|scores| *scores == alone));
