@@ -114,8 +114,10 @@ pub fn preprocess(image: &RgbImage) -> Vec<f32> {
     let rows = resized.as_raw().chunks_exact(row_len).skip(offset);
     for (row, out) in rows.zip(input.chunks_exact_mut(crop * 3)) {
         for (rgb, bgr) in row[offset * 3..]
-            .chunks_exact(3)
-            .zip(out.chunks_exact_mut(3))
+            .as_chunks::<3>()
+            .0
+            .iter()
+            .zip(out.as_chunks_mut::<3>().0)
         {
             bgr[0] = f32::from(rgb[2]) - MEAN_BGR[0];
             bgr[1] = f32::from(rgb[1]) - MEAN_BGR[1];
@@ -145,12 +147,19 @@ pub fn resize_bilinear(image: &RgbImage, width: u32, height: u32) -> RgbImage {
         let rows_in = image.as_raw().chunks_exact(in_width as usize * 3);
         for (row_in, row_out) in rows_in.zip(out.chunks_exact_mut(width as usize * 3)) {
             for ((pixel, &first), weights) in row_out
-                .chunks_exact_mut(3)
+                .as_chunks_mut::<3>()
+                .0
+                .iter_mut()
                 .zip(&taps.first)
                 .zip(&taps.weights)
             {
                 let mut sums = [ROUND; 3];
-                for (input, &weight) in row_in[first as usize * 3..].chunks_exact(3).zip(weights) {
+                for (input, &weight) in row_in[first as usize * 3..]
+                    .as_chunks::<3>()
+                    .0
+                    .iter()
+                    .zip(weights)
+                {
                     for (sum, &value) in sums.iter_mut().zip(input) {
                         *sum += i32::from(value) * weight;
                     }
