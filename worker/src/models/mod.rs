@@ -15,6 +15,7 @@ use crate::ModelSettings;
 
 pub mod nsfw;
 pub mod onnx;
+pub mod set;
 pub mod text;
 pub mod whisper;
 
@@ -24,6 +25,8 @@ pub mod whisper;
 pub struct Loader<'a> {
     settings: &'a ModelSettings,
     missing: Vec<PathBuf>,
+    /// The hash of each model loaded, by name.
+    loaded: std::collections::BTreeMap<String, String>,
 }
 
 impl<'a> Loader<'a> {
@@ -32,6 +35,7 @@ impl<'a> Loader<'a> {
         Self {
             settings,
             missing: Vec::new(),
+            loaded: std::collections::BTreeMap::new(),
         }
     }
 
@@ -67,12 +71,17 @@ impl<'a> Loader<'a> {
             model: name,
             source,
         })?;
+        let hash = set::hash_files(dir, files).map_err(|source| StartupError::Model {
+            model: name,
+            source: source.into(),
+        })?;
+        self.loaded.insert(name.to_owned(), hash);
         metrics::gauge!(telemetry::CLASSIFIER_MODEL_LOADED, "model" => name).set(1.0);
         Ok(Some(model))
     }
 
-    /// Warns once when a model was missing.
-    pub fn finish(self) {
+    /// Warns once when a model was missing; returns the set of models loaded.
+    pub fn finish(self) -> Option<set::ModelSet> {
         if !self.missing.is_empty() {
             let missing: Vec<String> = self
                 .missing
@@ -85,6 +94,7 @@ impl<'a> Loader<'a> {
                  alone for what they would cover; run scripts/models to install them"
             );
         }
+        set::ModelSet::new(self.loaded)
     }
 }
 

@@ -86,21 +86,10 @@ pub fn score_encoded<B: AsRef<[u8]>>(model: &NsfwModel, images: &[B]) -> Result<
     })
 }
 
-/// `banked` (the verdict of the hash banks, which passed) with the NSFW model's `score`:
-/// `categories.nsfw` is true at or above `threshold`, which rejects with a reason naming the
-/// category and the score.
-pub fn verdict(mut banked: Verdict, score: f32, threshold: f32) -> Verdict {
-    let flagged = score >= threshold;
-    if let Some(visual) = banked.visual.as_mut() {
-        visual.nsfw = Some(flagged);
-    }
+/// `banked` (the verdict of the hash banks, which passed) with the NSFW model's `score`
+/// recorded as `nsfw`, for the account's policy version to decide on (the `decide` module).
+pub fn verdict(mut banked: Verdict, score: f32) -> Verdict {
     banked.scores.insert("nsfw".to_owned(), score);
-    if flagged && !banked.prohibited {
-        banked.prohibited = true;
-        banked.reason = Some(format!(
-            "The NSFW model scored the media {score:.3} for nsfw (threshold {threshold:.3})."
-        ));
-    }
     banked
 }
 
@@ -268,27 +257,14 @@ mod tests {
     }
 
     #[test]
-    fn a_score_at_the_threshold_rejects_naming_category_and_score() {
-        let verdict = verdict(banked(), 0.8, 0.8);
-        assert!(verdict.prohibited);
-        assert_eq!(verdict.visual.unwrap().nsfw, Some(true));
-        assert_eq!(verdict.scores.get("nsfw"), Some(&0.8));
-        let reason = verdict.reason.unwrap();
-        assert!(
-            reason.contains("nsfw") && reason.contains("0.800"),
-            "{reason}"
-        );
-    }
-
-    #[test]
-    fn a_score_below_the_threshold_passes_with_its_score() {
-        let verdict = verdict(banked(), 0.79, 0.8);
+    fn the_score_is_recorded_and_nothing_is_decided() {
+        let verdict = verdict(banked(), 0.99);
         assert!(!verdict.prohibited);
         assert_eq!(verdict.reason, None);
         let visual = verdict.visual.unwrap();
         assert_eq!(visual.nsfw, Some(false));
         assert!(!visual.ai_adult_general && !visual.underage);
-        assert_eq!(verdict.scores.get("nsfw"), Some(&0.79));
+        assert_eq!(verdict.scores.get("nsfw"), Some(&0.99));
     }
 
     #[test]
