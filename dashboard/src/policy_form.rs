@@ -13,9 +13,6 @@ use crate::form::Fields;
 /// The longest note, in characters: the api's limit.
 pub const MAX_NOTE_CHARS: usize = 500;
 
-/// The modes a category's select offers.
-pub const MODES: [&str; 3] = ["enforce", "observe", "off"];
-
 /// The policy categories of an account whose custom categories are `custom` (by name): the
 /// fixed ones, then `custom.<name>` for each.
 pub fn policy_categories(custom: &[&str]) -> Vec<String> {

@@ -2,7 +2,7 @@
 //! filters (action, UTC days) and the page's cursor kept in the URL, every page read from an
 //! index by `audit_events::page`, the api's listing.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use actix_web::{web, HttpResponse};
 use askama::Template;
@@ -154,16 +154,12 @@ async fn actor_names(
             names.insert(key.key_id.0, name);
         }
     }
-    for event in events {
-        let Some(id) = event
-            .actor_id
-            .filter(|_| event.actor_type == ActorType::User)
-        else {
-            continue;
-        };
-        if names.contains_key(&id) {
-            continue;
-        }
+    let users: BTreeSet<Uuid> = events
+        .iter()
+        .filter(|e| e.actor_type == ActorType::User)
+        .filter_map(|e| e.actor_id)
+        .collect();
+    for id in users {
         if let Some(user) = dashboard_users::get(client, DashboardUserId(id)).await? {
             if user.account_id == account {
                 names.insert(id, user.email);

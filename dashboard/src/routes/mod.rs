@@ -16,6 +16,7 @@ pub mod jobs;
 pub mod keys;
 pub mod overview;
 pub mod policy;
+pub mod policy_switches;
 pub mod policy_versions;
 pub mod registry;
 pub mod sign_in;
@@ -42,6 +43,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .configure(deliveries::configure)
         .configure(policy::configure)
         .configure(policy_versions::configure)
+        .configure(policy_switches::configure)
         .configure(audit::configure)
         .configure(export::configure)
         .configure(registry::configure)

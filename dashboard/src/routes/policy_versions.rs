@@ -1,11 +1,10 @@
 //! Policy versions (contract 13, `settings:manage`): every version with its diff against the
 //! active one and the form making a draft (`/policy/versions`); one version with its rules,
-//! its diff and its impact over the last 7 days (`/policy/versions/{v}`); activate (from a
-//! retired version: the rollback), run as the shadow, stop the shadow.
+//! its diff, its impact over the last 7 days and the buttons of its status
+//! (`/policy/versions/{v}`, the switches are `policy_switches`).
 //!
-//! Drafts go through `policy::amend` and switches through `policy_versions`, as the api's do,
-//! and every change writes the api's audit event, with the signed-in user as actor, in its
-//! transaction.
+//! A draft goes through `policy::amend`, as the api's does, and is stored with the api's audit
+//! event, the signed-in user as actor, in one transaction.
 
 use std::collections::HashMap;
 
@@ -15,12 +14,10 @@ use moderation_shared::{
     clock,
     db::{
         audit_events::{self, Target},
-        custom_categories, job_scores,
-        policy_versions::{self, PolicyVersion, Switched},
-        GenericClient,
+        custom_categories, job_scores, policy_versions, GenericClient,
     },
     domain::{AccountId, AuditAction, PolicyStatus, Scope},
-    policy::{self, Impact, ImpactCounter, PolicyDoc},
+    policy::{self, Impact, ImpactCounter, Mode, PolicyDoc},
 };
 use time::Duration;
 
@@ -29,11 +26,13 @@ use crate::{
     form::Posted,
     nav::Nav,
     pages::{render, render_with, see_other, stamp_or_dash, Stamp},
-    policy_form::{policy_categories, DraftForm, MODES},
+    policy_form::{policy_categories, DraftForm},
     policy_view::{describe, diff_rows, DiffRow},
     session::Session,
     state::AppState,
 };
+
+use super::policy_switches::{active, number};
 
 /// The days before now whose jobs a version's impact is computed over.
 const IMPACT_DAYS: i64 = 7;
@@ -42,10 +41,7 @@ const IMPACT_DAYS: i64 = 7;
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/policy/versions", web::get().to(list))
         .route("/policy/versions", web::post().to(create))
-        .route("/policy/versions/{v}", web::get().to(detail))
-        .route("/policy/versions/{v}/activate", web::post().to(activate))
-        .route("/policy/versions/{v}/shadow", web::post().to(shadow))
-        .route("/policy/shadow/stop", web::post().to(stop_shadow));
+        .route("/policy/versions/{v}", web::get().to(detail));
 }
 
 /// A version on the list.
@@ -69,20 +65,10 @@ struct VersionsPage {
     versions: Vec<VersionRow>,
     /// The draft form: filled from the active version, or as typed when refused.
     form: DraftForm,
-    modes: [&'static str; 3],
+    /// The modes a category's select offers.
+    modes: Vec<&'static str>,
     /// Why the draft was refused.
     error: Option<String>,
-}
-
-/// The active version of `account` (every account has one).
-async fn active(
-    client: &impl GenericClient,
-    account: AccountId,
-) -> Result<PolicyVersion, DashboardError> {
-    policy_versions::deciding(client, account)
-        .await?
-        .active
-        .ok_or_else(|| anyhow::anyhow!("account {account} has no active policy").into())
 }
 
 /// The policy categories of `account`: the fixed ones and its custom categories.
@@ -151,7 +137,7 @@ async fn page(
             shadow,
             versions: rows,
             form,
-            modes: MODES,
+            modes: Mode::ALL.iter().map(|m| m.as_str()).collect(),
             error,
         },
         status,
@@ -236,11 +222,6 @@ struct VersionPage {
     impact_to: Stamp,
 }
 
-/// The version number of a path; anything else is no version.
-fn number(raw: &str) -> Result<i32, DashboardError> {
-    raw.parse().map_err(|_| DashboardError::NotFound)
-}
-
 /// One version: its rules, its diff against the active one, and its impact over the last 7
 /// days, computed as the api's impact preview computes it. Another account's is a 404.
 async fn detail(
@@ -295,106 +276,4 @@ async fn detail(
         impact_from: Stamp(from),
         impact_to: Stamp(to),
     })
-}
-
-/// Activates the version (a retired one: the rollback); the active one retires.
-async fn activate(
-    state: web::Data<AppState>,
-    path: web::Path<String>,
-    posted: Posted,
-) -> Result<HttpResponse, DashboardError> {
-    let session = posted.session;
-    session.require(Scope::SettingsManage)?;
-    let (account, number) = (session.account(), number(&path)?);
-    let mut client = state.pool.get().await.map_err(anyhow::Error::from)?;
-    let tx = client.transaction().await.map_err(anyhow::Error::from)?;
-    match policy_versions::activate(&tx, account, number).await? {
-        Switched::Changed { version, previous } => {
-            let before = match previous {
-                Some(previous) => policy_versions::get(&tx, account, previous).await?,
-                None => None,
-            };
-            let diff = before.as_ref().map(|b| policy::diff(&b.doc, &version.doc));
-            audit_events::record(
-                &tx,
-                account,
-                session.actor(),
-                AuditAction::PolicyActivated,
-                &Target::new("policy_version", version.version),
-                serde_json::json!({ "previous": previous, "diff": diff }),
-            )
-            .await?;
-        }
-        Switched::Unchanged(_) | Switched::Refused(_) => {}
-        Switched::NotFound => return Err(DashboardError::NotFound),
-    }
-    tx.commit().await.map_err(anyhow::Error::from)?;
-    Ok(see_other(&format!("/policy/versions/{number}")))
-}
-
-/// Runs the version as the shadow, beside the active one; an earlier shadow goes back to
-/// draft.
-async fn shadow(
-    state: web::Data<AppState>,
-    path: web::Path<String>,
-    posted: Posted,
-) -> Result<HttpResponse, DashboardError> {
-    let session = posted.session;
-    session.require(Scope::SettingsManage)?;
-    let (account, number) = (session.account(), number(&path)?);
-    let mut client = state.pool.get().await.map_err(anyhow::Error::from)?;
-    let tx = client.transaction().await.map_err(anyhow::Error::from)?;
-    match policy_versions::start_shadow(&tx, account, number).await? {
-        Switched::Changed { version, previous } => {
-            let active = active(&tx, account).await?;
-            audit_events::record(
-                &tx,
-                account,
-                session.actor(),
-                AuditAction::PolicyShadowStarted,
-                &Target::new("policy_version", version.version),
-                serde_json::json!({
-                    "previous_shadow": previous,
-                    "against_active": active.version,
-                    "diff": policy::diff(&active.doc, &version.doc),
-                }),
-            )
-            .await?;
-        }
-        Switched::Unchanged(_) => {}
-        Switched::Refused(version) => {
-            return Err(DashboardError::BadRequest(format!(
-                "Version {} is the active version; a shadow runs beside it.",
-                version.version
-            )))
-        }
-        Switched::NotFound => return Err(DashboardError::NotFound),
-    }
-    tx.commit().await.map_err(anyhow::Error::from)?;
-    Ok(see_other(&format!("/policy/versions/{number}")))
-}
-
-/// Stops the shadow, which goes back to draft.
-async fn stop_shadow(
-    state: web::Data<AppState>,
-    posted: Posted,
-) -> Result<HttpResponse, DashboardError> {
-    let session = posted.session;
-    session.require(Scope::SettingsManage)?;
-    let account = session.account();
-    let mut client = state.pool.get().await.map_err(anyhow::Error::from)?;
-    let tx = client.transaction().await.map_err(anyhow::Error::from)?;
-    if let Some(stopped) = policy_versions::stop_shadow(&tx, account).await? {
-        audit_events::record(
-            &tx,
-            account,
-            session.actor(),
-            AuditAction::PolicyShadowStopped,
-            &Target::new("policy_version", stopped),
-            serde_json::json!({}),
-        )
-        .await?;
-    }
-    tx.commit().await.map_err(anyhow::Error::from)?;
-    Ok(see_other("/policy/versions"))
 }
