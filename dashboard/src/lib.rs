@@ -7,11 +7,13 @@
 //! every form carries a CSRF token ([`form`]), and every answer carries the security headers
 //! ([`headers`]).
 
+pub mod actors;
 pub mod chart;
 pub mod cursor;
 pub mod error;
 pub mod form;
 pub mod headers;
+pub mod job_view;
 pub mod nav;
 pub mod pages;
 pub mod policy_form;

@@ -12,6 +12,7 @@ use crate::{error::DashboardError, state::AppState};
 pub mod audit;
 pub mod deliveries;
 pub mod export;
+pub mod job;
 pub mod jobs;
 pub mod keys;
 pub mod overview;
@@ -38,6 +39,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .configure(overview::configure)
         .configure(keys::configure)
         .configure(jobs::configure)
+        .configure(job::configure)
         .configure(submit::configure)
         .configure(webhooks::configure)
         .configure(deliveries::configure)
