@@ -20,6 +20,8 @@ pub mod policy;
 pub mod policy_switches;
 pub mod policy_versions;
 pub mod registry;
+pub mod review;
+pub mod review_item;
 pub mod sign_in;
 pub mod staff;
 pub mod submit;
@@ -46,6 +48,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .configure(policy::configure)
         .configure(policy_versions::configure)
         .configure(policy_switches::configure)
+        .configure(review::configure)
+        .configure(review_item::configure)
         .configure(audit::configure)
         .configure(export::configure)
         .configure(registry::configure)
