@@ -37,6 +37,18 @@ pub fn stamp_or_dash(at: Option<OffsetDateTime>) -> String {
     at.map_or_else(|| "—".to_owned(), |at| Stamp(at).to_string())
 }
 
+/// How long something has waited, in words: `45 s`, `12 min`, `3 h 5 min`, `2 d 4 h`.
+pub fn age(waited: time::Duration) -> String {
+    let secs = waited.whole_seconds().max(0);
+    let (days, hours, minutes) = (secs / 86_400, secs / 3600 % 24, secs / 60 % 60);
+    match secs {
+        0..=59 => format!("{secs} s"),
+        60..=3599 => format!("{minutes} min"),
+        3600..=86_399 => format!("{hours} h {minutes} min"),
+        _ => format!("{days} d {hours} h"),
+    }
+}
+
 /// An entry's status as a word.
 pub fn status_word(status: EntryStatus) -> &'static str {
     match status {
@@ -75,6 +87,17 @@ pub fn see_other(location: &str) -> HttpResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_age_reads_in_its_largest_units() {
+        let age_of = |secs: i64| age(time::Duration::seconds(secs));
+
+        assert_eq!(age_of(-3), "0 s");
+        assert_eq!(age_of(45), "45 s");
+        assert_eq!(age_of(12 * 60 + 59), "12 min");
+        assert_eq!(age_of(3 * 3600 + 5 * 60), "3 h 5 min");
+        assert_eq!(age_of(2 * 86_400 + 4 * 3600 + 59), "2 d 4 h");
+    }
 
     #[test]
     fn a_stamp_is_utc_in_a_time_element() {

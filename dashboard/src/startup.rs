@@ -8,7 +8,9 @@ use moderation_shared::{
 };
 
 use crate::{
-    headers, routes,
+    headers,
+    preferences::Preferences,
+    routes,
     sessions::SessionStore,
     settings::DashboardSettings,
     state::{AppState, ExportPermits},
@@ -40,6 +42,7 @@ impl Application {
         let state = web::Data::new(AppState {
             pool,
             sessions: SessionStore::new(redis.clone()),
+            preferences: Preferences::new(redis.clone()),
             limiter: Limiter::new(redis.clone(), settings.limits.clone()),
             trusted_proxies: settings.trusted_proxies.clone(),
             queue: JobQueue::new(redis.clone()),
@@ -54,6 +57,7 @@ impl Application {
             retention: settings.retention,
         });
         metrics::gauge!(telemetry::PROCESS_UP, "process" => "dashboard").set(1.0);
+        telemetry::zero_review_counters();
         let port = listener.local_addr()?.port();
         let server = HttpServer::new(move || {
             App::new()

@@ -9,7 +9,7 @@ use moderation_shared::{
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::sessions::SessionStore;
+use crate::{preferences::Preferences, sessions::SessionStore};
 
 /// Held in `web::Data` by every worker thread.
 pub struct AppState {
@@ -17,6 +17,8 @@ pub struct AppState {
     pub pool: Pool,
     /// Sessions and one-time notices (Redis).
     pub sessions: SessionStore,
+    /// The users' own settings (Redis).
+    pub preferences: Preferences,
     /// The failed-authentication lockout shared with the api.
     pub limiter: Limiter,
     /// Proxies whose `X-Forwarded-For` is believed.

@@ -21,6 +21,7 @@ pub mod postgres;
 pub mod proxy;
 pub mod receiver;
 pub mod registry;
+pub mod review;
 pub mod scores;
 pub mod worker;
 

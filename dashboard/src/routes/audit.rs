@@ -2,24 +2,17 @@
 //! filters (action, UTC days) and the page's cursor kept in the URL, every page read from an
 //! index by `audit_events::page`, the api's listing.
 
-use std::collections::{BTreeSet, HashMap};
-
 use actix_web::{web, HttpResponse};
 use askama::Template;
 use moderation_shared::{
-    db::{
-        api_keys,
-        audit_events::{self, AuditEvent, AuditFilter},
-        dashboard_users, GenericClient,
-    },
-    domain::{AccountId, ActorType, AuditAction, DashboardUserId, Scope},
+    db::audit_events::{self, AuditFilter},
+    domain::{AuditAction, Scope},
 };
 use serde::Deserialize;
 use time::Duration;
-use uuid::Uuid;
 
 use crate::{
-    cursor,
+    actors, cursor,
     error::DashboardError,
     nav::Nav,
     pages::{render, Stamp},
@@ -136,39 +129,6 @@ struct AuditPage {
     filtered: bool,
 }
 
-/// The names of the actors of `events` that are cheap to find: the account's keys (not
-/// deleted) by prefix and name, and its users by address.
-async fn actor_names(
-    client: &impl GenericClient,
-    account: AccountId,
-    events: &[AuditEvent],
-) -> Result<HashMap<Uuid, String>, DashboardError> {
-    let mut names = HashMap::new();
-    if events.iter().any(|e| e.actor_type == ActorType::Key) {
-        for listed in api_keys::list(client, account).await? {
-            let key = listed.key;
-            let name = match key.name {
-                Some(name) => format!("{}… ({name})", key.prefix),
-                None => format!("{}…", key.prefix),
-            };
-            names.insert(key.key_id.0, name);
-        }
-    }
-    let users: BTreeSet<Uuid> = events
-        .iter()
-        .filter(|e| e.actor_type == ActorType::User)
-        .filter_map(|e| e.actor_id)
-        .collect();
-    for id in users {
-        if let Some(user) = dashboard_users::get(client, DashboardUserId(id)).await? {
-            if user.account_id == account {
-                names.insert(id, user.email);
-            }
-        }
-    }
-    Ok(names)
-}
-
 /// The dashboard's page of a target, if it has one.
 fn target_link(kind: &str, id: &str) -> Option<String> {
     match kind {
@@ -199,7 +159,10 @@ async fn list(
                         .map(|e| query.with_after(Some(&cursor::encode(e.at, e.id))))
                 })
                 .flatten();
-            let names = actor_names(&client, session.account(), &events).await?;
+            let actors = events
+                .iter()
+                .filter_map(|e| e.actor_id.map(|id| (e.actor_type, id)));
+            let names = actors::names(&client, session.account(), actors).await?;
             let rows = events
                 .into_iter()
                 .map(|event| {

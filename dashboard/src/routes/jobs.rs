@@ -1,13 +1,9 @@
-//! Jobs: the list (filters and page in the URL) and one job's detail with its webhook
-//! delivery and every attempt (its resend is the delivery log's, in `webhooks`).
+//! Jobs: the list, its filters and page in the URL (one job's page is `job`).
 
 use actix_web::{web, HttpResponse};
 use askama::Template;
 use moderation_shared::{
-    db::{
-        delivery_log::{self, Attempt, Delivery, Filter},
-        jobs::{self, Job, Search},
-    },
+    db::jobs::{self, Search},
     domain::{JobId, JobStatus, Modality},
 };
 use serde::Deserialize;
@@ -16,8 +12,9 @@ use time::{macros::format_description, Date, Duration, OffsetDateTime};
 use crate::{
     cursor,
     error::DashboardError,
+    job_view::verdict,
     nav::Nav,
-    pages::{render, stamp_or_dash, Stamp},
+    pages::{render, Stamp},
     session::Session,
     state::AppState,
 };
@@ -27,8 +24,7 @@ const PAGE_SIZE: i64 = 25;
 
 /// Registers the routes.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/jobs", web::get().to(list))
-        .route("/jobs/{id}", web::get().to(detail));
+    cfg.route("/jobs", web::get().to(list));
 }
 
 /// The list's query string: every filter and the page, so a link or a reload shows the same.
@@ -148,14 +144,6 @@ struct JobsPage {
     filtered: bool,
 }
 
-fn verdict(job: &Job) -> &'static str {
-    match job.is_prohibited {
-        Some(true) => "prohibited",
-        Some(false) => "allowed",
-        None => "",
-    }
-}
-
 async fn list(
     state: web::Data<AppState>,
     session: Session,
@@ -182,7 +170,7 @@ async fn list(
                     id: job.id,
                     kind: job.kind.clone(),
                     status: job.status.as_str(),
-                    verdict: verdict(job),
+                    verdict: verdict(job.is_prohibited),
                     created: Stamp(job.created_at),
                 })
                 .collect();
@@ -217,173 +205,4 @@ async fn list(
             .into_iter()
             .any(|v| blank_to_none(v).is_some()),
     })
-}
-
-/// An attempt as the page shows it.
-struct AttemptRow {
-    attempt: i32,
-    started: Stamp,
-    duration_ms: i32,
-    status_code: String,
-    error: String,
-    response_excerpt: String,
-}
-
-impl From<Attempt> for AttemptRow {
-    fn from(a: Attempt) -> Self {
-        Self {
-            attempt: a.attempt,
-            started: Stamp(a.started_at),
-            duration_ms: a.duration_ms,
-            status_code: a.status_code.map(|c| c.to_string()).unwrap_or_default(),
-            error: a.error.unwrap_or_default(),
-            response_excerpt: a.response_excerpt.unwrap_or_default(),
-        }
-    }
-}
-
-/// A model score of a job, as the page shows it.
-#[derive(Debug, PartialEq)]
-struct ScoreRow {
-    name: String,
-    /// From 0 to 1.
-    value: f64,
-    /// The value with two decimals.
-    shown: String,
-}
-
-/// The rows of a job's `scores` (an object of name to number), by name; anything that is not
-/// a number is left out.
-fn score_rows(scores: Option<&serde_json::Value>) -> Vec<ScoreRow> {
-    let Some(serde_json::Value::Object(scores)) = scores else {
-        return Vec::new();
-    };
-    let mut rows: Vec<ScoreRow> = scores
-        .iter()
-        .filter_map(|(name, value)| {
-            value.as_f64().map(|value| ScoreRow {
-                name: name.clone(),
-                value,
-                shown: format!("{value:.2}"),
-            })
-        })
-        .collect();
-    rows.sort_by(|a, b| a.name.cmp(&b.name));
-    rows
-}
-
-#[derive(Template)]
-#[template(path = "job.html")]
-struct JobPage {
-    nav: Option<Nav>,
-    csrf: String,
-    job: Job,
-    status: &'static str,
-    verdict: &'static str,
-    created: Stamp,
-    completed: String,
-    categories: Option<String>,
-    scores: Vec<ScoreRow>,
-    error_code: String,
-    delivery: Option<Delivery>,
-    delivery_state: &'static str,
-    next_attempt: String,
-    attempts: Vec<AttemptRow>,
-}
-
-/// The job of the path if it is the account's: another account's is a 404, like none.
-async fn job_of(
-    client: &deadpool_postgres::Object,
-    session: &Session,
-    raw: &str,
-    floor: uuid::Uuid,
-) -> Result<Job, DashboardError> {
-    let id: JobId = raw.parse().map_err(|_| DashboardError::NotFound)?;
-    jobs::get(client, session.account(), id, floor)
-        .await?
-        .ok_or(DashboardError::NotFound)
-}
-
-async fn delivery_of(
-    client: &deadpool_postgres::Object,
-    session: &Session,
-    job: JobId,
-    floor: uuid::Uuid,
-) -> Result<Option<Delivery>, DashboardError> {
-    let filter = Filter {
-        job_id: Some(job),
-        floor,
-        ..Filter::default()
-    };
-    Ok(
-        delivery_log::list(client, session.account(), &filter, None, 1)
-            .await?
-            .into_iter()
-            .next(),
-    )
-}
-
-async fn detail(
-    state: web::Data<AppState>,
-    session: Session,
-    path: web::Path<String>,
-) -> Result<HttpResponse, DashboardError> {
-    let client = state.pool.get().await.map_err(anyhow::Error::from)?;
-    let floor = state.floor();
-    let job = job_of(&client, &session, &path, floor).await?;
-    let delivery = delivery_of(&client, &session, job.id, floor).await?;
-    let attempts = match &delivery {
-        Some(d) => delivery_log::attempts(&client, d.id).await?,
-        None => Vec::new(),
-    };
-    render(&JobPage {
-        nav: Some(session.nav("jobs")),
-        csrf: session.csrf.clone(),
-        status: job.status.as_str(),
-        verdict: verdict(&job),
-        created: Stamp(job.created_at),
-        completed: stamp_or_dash(job.completed_at),
-        categories: job
-            .categories
-            .as_ref()
-            .and_then(|c| serde_json::to_string_pretty(c).ok()),
-        scores: score_rows(job.scores.as_ref()),
-        error_code: job
-            .error_code
-            .map(|c| c.as_str().to_owned())
-            .unwrap_or_default(),
-        delivery_state: delivery.as_ref().map_or("", |d| d.state.as_str()),
-        next_attempt: stamp_or_dash(delivery.as_ref().and_then(|d| d.next_attempt_at)),
-        delivery,
-        attempts: attempts.into_iter().map(AttemptRow::from).collect(),
-        job,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scores_are_listed_by_name_and_non_numbers_left_out() {
-        let scores = serde_json::json!({"violence": 0.126, "harassment": 0.9, "note": "x"});
-        let rows = score_rows(Some(&scores));
-        assert_eq!(
-            rows,
-            [
-                ScoreRow {
-                    name: "harassment".to_owned(),
-                    value: 0.9,
-                    shown: "0.90".to_owned()
-                },
-                ScoreRow {
-                    name: "violence".to_owned(),
-                    value: 0.126,
-                    shown: "0.13".to_owned()
-                },
-            ]
-        );
-        assert!(score_rows(None).is_empty());
-        assert!(score_rows(Some(&serde_json::json!([0.5]))).is_empty());
-    }
 }

@@ -12,6 +12,7 @@ use crate::{error::DashboardError, state::AppState};
 pub mod audit;
 pub mod deliveries;
 pub mod export;
+pub mod job;
 pub mod jobs;
 pub mod keys;
 pub mod overview;
@@ -19,6 +20,8 @@ pub mod policy;
 pub mod policy_switches;
 pub mod policy_versions;
 pub mod registry;
+pub mod review;
+pub mod review_item;
 pub mod sign_in;
 pub mod staff;
 pub mod submit;
@@ -38,12 +41,15 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .configure(overview::configure)
         .configure(keys::configure)
         .configure(jobs::configure)
+        .configure(job::configure)
         .configure(submit::configure)
         .configure(webhooks::configure)
         .configure(deliveries::configure)
         .configure(policy::configure)
         .configure(policy_versions::configure)
         .configure(policy_switches::configure)
+        .configure(review::configure)
+        .configure(review_item::configure)
         .configure(audit::configure)
         .configure(export::configure)
         .configure(registry::configure)

@@ -183,6 +183,11 @@ const DISPATCHER_FAMILIES: &[(&str, &[&str])] = &[
     ("review_oldest_pending_seconds", &[]),
     ("review_sla_seconds", &[]),
 ];
+const DASHBOARD_FAMILIES: &[(&str, &[&str])] = &[
+    ("process_up", &["process"]),
+    ("db_pool_connections", &["state"]),
+    ("review_decisions_total", &["outcome"]),
+];
 
 /// Checks that `text` holds exactly the families of `expected`, each with exactly its labels.
 fn assert_families(process: &str, text: &str, expected: &[(&str, &[&str])]) {
@@ -255,7 +260,8 @@ async fn each_process_exposes_exactly_its_metric_families_with_fixed_label_names
     let receiver = TestReceiver::start().await;
     let ca = receiver.ca_file();
     let ca_path = ca.path().display().to_string();
-    let (api_port, worker_port, dispatcher_port) = (unused_port(), unused_port(), unused_port());
+    let (api_port, worker_port, dispatcher_port, dashboard_port) =
+        (unused_port(), unused_port(), unused_port(), unused_port());
     let _api = run(
         "api",
         &app,
@@ -265,6 +271,14 @@ async fn each_process_exposes_exactly_its_metric_families_with_fixed_label_names
         ],
     );
     let _worker = run("worker", &app, &[("METRICS_PORT", worker_port.to_string())]);
+    let _dashboard = run(
+        "dashboard",
+        &app,
+        &[
+            ("DASHBOARD_PORT", dashboard_port.to_string()),
+            ("APP_REGISTRY_KEY", "A".repeat(43) + "="),
+        ],
+    );
     let _dispatcher = run(
         "dispatcher",
         &app,
@@ -310,8 +324,13 @@ async fn each_process_exposes_exactly_its_metric_families_with_fixed_label_names
             && text.contains("queue_depth{modality=\"audio\",state=\"dead\"}")
     })
     .await;
+    let dashboard = exposition_when(dashboard_port, |text| {
+        text.contains("review_decisions_total{outcome=\"overturned\"} 0")
+    })
+    .await;
 
     assert_families("api", &api, API_FAMILIES);
+    assert_families("dashboard", &dashboard, DASHBOARD_FAMILIES);
     assert_families("worker", &worker, WORKER_FAMILIES);
     assert_families("dispatcher", &dispatcher, DISPATCHER_FAMILIES);
     for modality in ["text", "image", "video", "audio"] {
@@ -324,6 +343,7 @@ async fn each_process_exposes_exactly_its_metric_families_with_fixed_label_names
         ("api", &api),
         ("worker", &worker),
         ("dispatcher", &dispatcher),
+        ("dashboard", &dashboard),
     ] {
         promtool_accepts(process, text);
     }

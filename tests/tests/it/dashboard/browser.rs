@@ -14,6 +14,7 @@ use moderation_tests::{
 };
 
 mod policy;
+mod review;
 
 async fn sign_in(browser: &Browser, dashboard: &TestDashboard, user: &TestUser) {
     browser.goto(&dashboard.url("/login")).await;

@@ -10,6 +10,8 @@ mod overview;
 mod policy;
 mod policy_versions;
 mod registry;
+mod review;
+mod review_decisions;
 mod session;
 mod users;
 mod webhooks;
