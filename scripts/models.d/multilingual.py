@@ -11,7 +11,8 @@ ja, ko, nl, pl, pt, ru, th, tr, zh-cn, zh-tw) as the package `fast-universal-sen
   quantised, one byte a value (65 MB instead of 262 MB of f32): row r belongs to chunk
   r % 17, and its value v stands for `lo[chunk] + scale[chunk] * v`. The package stores the
   table as 17 blocks, one a chunk; they are interleaved back into piece order here. The rest
-  (projections, the n-gram convolutions, layer norms, the 4-layer DNN) are f32 as shipped.
+  (projections, the n-gram convolutions, layer norms, the 4-layer DNN, and `eps`, the layer
+  norms' epsilon, as a tensor of one value) are f32 as shipped.
 - tokenizer.json: the SentencePiece unigram model converted by the `tokenizers` package
   (SentencePieceUnigramTokenizer.from_spm); checked here to give the package's own ids on
   `SENTENCES`.
@@ -122,11 +123,11 @@ def main() -> None:
             table[i::CHUNKS] = block
         tensors = {"table": table}
         for key in z.files:
-            if key.startswith("q") or key in ("bits", "eps"):
+            if key.startswith("q") or key == "bits":
                 continue
-            tensors[key] = np.ascontiguousarray(z[key], dtype=np.float32)
-        eps = float(z["eps"])
-    save_file(tensors, str(tmp / "encoder.safetensors"), metadata={"eps": repr(eps)})
+            tensors[key] = np.ascontiguousarray(np.reshape(z[key], (-1,)) if key == "eps" else z[key],
+                                                dtype=np.float32)
+    save_file(tensors, str(tmp / "encoder.safetensors"))
 
     sp = UseTokenizer(str(resources / "sp.model"))
     tokenizer = convert_tokenizer(sp, resources / "sp.model")
