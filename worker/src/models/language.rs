@@ -12,6 +12,8 @@
 
 use whatlang::{Detector, Lang, Script};
 
+use crate::classify::TextContent;
+
 /// The languages the multilingual text model covers (its encoder's 16, Chinese counted once),
 /// as ISO 639-1 codes.
 pub const COVERED: [&str; 15] = [
@@ -132,15 +134,6 @@ pub fn iso_639_1(lang: Lang) -> Option<&'static str> {
         .map(|(_, two)| *two)
 }
 
-/// The ISO 639-1 code `code` names, among those whatlang knows (for Whisper's language tokens,
-/// which are mostly ISO 639-1 codes).
-pub fn known_code(code: &str) -> Option<&'static str> {
-    CODES
-        .iter()
-        .find(|(_, two)| *two == code)
-        .map(|(_, two)| *two)
-}
-
 /// Whether the text models cover the language `code` (ISO 639-1).
 pub fn is_covered(code: &str) -> bool {
     COVERED.contains(&code)
@@ -180,6 +173,17 @@ pub fn detect(text: &str) -> Detected {
     Detected { language, route }
 }
 
+/// Detects the language of a prompt or a chat (its messages together).
+pub fn of_content(content: TextContent<'_>) -> Detected {
+    match content.messages {
+        Some(messages) => {
+            let joined: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
+            detect(&joined.join("\n"))
+        }
+        None => detect(content.text),
+    }
+}
+
 /// whatlang's languages among [`COVERED`].
 fn covered_langs() -> Vec<Lang> {
     Lang::all()
@@ -194,13 +198,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_whatlang_language_has_an_iso_639_1_code_and_every_covered_one_is_known() {
+    fn every_whatlang_language_has_an_iso_639_1_code_and_every_covered_one_is_detectable() {
         for lang in Lang::all() {
             assert!(iso_639_1(*lang).is_some(), "{lang:?}");
         }
         assert_eq!(covered_langs().len(), COVERED.len());
-        assert_eq!(known_code("de"), Some("de"));
-        assert_eq!(known_code("haw"), None);
     }
 
     #[test]

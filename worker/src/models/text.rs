@@ -8,6 +8,12 @@
 //! score. A category's score is its highest over the segments. Embeddings of concurrent jobs
 //! are gathered into one inference by a [`Batcher`], which runs on the [`Inference`] pool,
 //! never on the async threads. Everything is loaded once per process.
+//!
+//! Languages (contract 18): the text's language is detected first ([`language`]). English
+//! (and text without a detected language) goes the way above; a text in another covered
+//! language is embedded by the multilingual encoder ([`multilingual`]), compared with the same
+//! prototypes embedded by it, and scored by a head of its own; a text in a language or script
+//! the models do not cover is left to the lists (no score).
 
 use std::{path::Path, sync::Arc};
 
@@ -16,7 +22,11 @@ use moderation_shared::{
     runtime::StartupError,
 };
 
-use super::{Inference, InferenceFailed, Loader};
+use super::{
+    language::{self, Route},
+    multilingual::{self, Encoder},
+    Inference, InferenceFailed, Loader,
+};
 use crate::classify::{local, Policy, TextContent, Verdict};
 
 pub mod embed;
@@ -44,6 +54,10 @@ pub const DEFAULT_THRESHOLD: f32 = 0.5;
 /// 10 % (8.9 %, recall 16 %: docs/models-text.md).
 pub const CUSTOM_THRESHOLD: f32 = 0.45;
 
+/// The same for texts judged by the multilingual encoder, whose similarities run higher
+/// (chosen the same way on eval/custom/: docs/models-text.md).
+pub const MULTILINGUAL_CUSTOM_THRESHOLD: f32 = 0.5;
+
 /// Texts embedded in one run at most; a gathered batch is cut into runs of similar lengths.
 const RUN: usize = 32;
 
@@ -53,26 +67,42 @@ const MAX_BATCH: usize = 64;
 /// The loaded text model, shared by every text job of the process.
 pub struct TextModel {
     profanity: Arc<Profanity>,
-    embeddings: Batcher<EmbedBatch>,
-    scorer: Arc<Scorer>,
-    /// Custom categories' reference embeddings, by description and keywords.
-    custom: moka::sync::Cache<String, Arc<Vec<Embedding>>>,
+    /// MiniLM and its head: English.
+    english: Judge<Embedder>,
+    /// The multilingual encoder and its head: the other covered languages (`None` when it is
+    /// not installed and not required: those texts then go to the English model, as before).
+    multilingual: Option<Judge<Encoder>>,
     threshold: f32,
+}
+
+/// An embedding model with the scorer over its embeddings and its custom categories'
+/// reference embeddings (by description and keywords).
+struct Judge<E: Embed> {
+    embeddings: Batcher<EmbedBatch<E>>,
+    scorer: Arc<Scorer>,
+    custom: moka::sync::Cache<String, Arc<Vec<Embedding>>>,
+    custom_threshold: f32,
 }
 
 /// What the model made of one text.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TextScores {
-    /// The five categories' scores.
+    /// The five categories' scores; empty when no model judged the text (a language the
+    /// models do not cover).
     pub categories: Vec<(&'static str, f32)>,
-    /// Per enabled custom category, the highest similarity of a segment to it.
+    /// Per enabled custom category, the highest similarity of a segment to it (empty when no
+    /// model judged the text).
     pub custom: Vec<(String, f32)>,
+    /// The custom categories' threshold for these similarities (the model's).
+    pub custom_threshold: f32,
+    /// The detected language, ISO 639-1; `None` when unknown.
+    pub language: Option<&'static str>,
 }
 
 impl TextModel {
     /// Loads the text models from the model directory through `loader` (`None` when they are
     /// absent and not required), running inference on `inference`. A category scoring
-    /// `threshold` or more rejects. Must run on a Tokio runtime (the batcher is a task).
+    /// `threshold` or more rejects. Must run on a Tokio runtime (the batchers are tasks).
     pub fn load(
         loader: &mut Loader<'_>,
         inference: Inference,
@@ -86,11 +116,12 @@ impl TextModel {
             &["text/model.onnx", "text/tokenizer.json"],
             |dir| load_embedder(&dir.join("text")),
         )?;
-        let (Some(profanity), Some((embedder, scorer))) = (profanity, embedder) else {
+        let encoder = loader.load(multilingual::MODEL, &multilingual::FILES, load_encoder)?;
+        let (Some(profanity), Some(english)) = (profanity, embedder) else {
             return Ok(None);
         };
         Ok(Some(Self::new(
-            profanity, embedder, scorer, inference, threshold,
+            profanity, english, encoder, inference, threshold,
         )))
     }
 
@@ -99,26 +130,30 @@ impl TextModel {
     pub fn load_dir(dir: &Path, inference: Inference, threshold: f32) -> anyhow::Result<Self> {
         let text = dir.join("text");
         let profanity = Profanity::load(&text)?;
-        let (embedder, scorer) = load_embedder(&text)?;
-        Ok(Self::new(profanity, embedder, scorer, inference, threshold))
+        let english = load_embedder(&text)?;
+        let encoder = load_encoder(dir)?;
+        Ok(Self::new(
+            profanity,
+            english,
+            Some(encoder),
+            inference,
+            threshold,
+        ))
     }
 
     fn new(
         profanity: Profanity,
-        embedder: Embedder,
-        scorer: Scorer,
+        (embedder, scorer): (Embedder, Scorer),
+        multilingual: Option<(Encoder, Scorer)>,
         inference: Inference,
         threshold: f32,
     ) -> Self {
-        let executor = EmbedBatch {
-            embedder: Arc::new(embedder),
-            inference,
-        };
         Self {
             profanity: Arc::new(profanity),
-            embeddings: Batcher::spawn(executor, MAX_BATCH, 2),
-            scorer: Arc::new(scorer),
-            custom: moka::sync::Cache::new(1_000),
+            english: Judge::new(embedder, scorer, inference.clone(), CUSTOM_THRESHOLD),
+            multilingual: multilingual.map(|(encoder, scorer)| {
+                Judge::new(encoder, scorer, inference, MULTILINGUAL_CUSTOM_THRESHOLD)
+            }),
             threshold,
         }
     }
@@ -146,11 +181,77 @@ impl TextModel {
     }
 
     /// The scores of `content`: per category the highest over its segments, and per custom
-    /// category of `policy` the highest similarity.
+    /// category of `policy` the highest similarity, by the model of its language (none for a
+    /// language the models do not cover), with that language.
     pub async fn scores(
         &self,
         content: TextContent<'_>,
         policy: &Policy,
+    ) -> Result<TextScores, InferenceFailed> {
+        let detected = language::of_content(content);
+        let mut scores = match (detected.route, &self.multilingual) {
+            (Route::Uncovered, _) => TextScores {
+                categories: Vec::new(),
+                custom: Vec::new(),
+                custom_threshold: CUSTOM_THRESHOLD,
+                language: None,
+            },
+            (Route::Multilingual, Some(judge)) => judge.scores(content, policy, None).await?,
+            _ => {
+                let profanity = Some(&*self.profanity);
+                self.english.scores(content, policy, profanity).await?
+            }
+        };
+        scores.language = detected.language;
+        Ok(scores)
+    }
+
+    /// What the English scorer measured of each segment of `content`, with the segment's
+    /// profanity score: for tuning the scorer's constants (the evaluation's `--dump`).
+    pub async fn measures(
+        &self,
+        content: TextContent<'_>,
+    ) -> Result<Vec<(Vec<(&'static str, score::Measure)>, f32)>, InferenceFailed> {
+        let segments = segment::segments(content);
+        let profanity: Vec<f32> = segments.iter().map(|s| self.profanity.score(s)).collect();
+        let embeddings = self.english.embed(segments).await?;
+        Ok(embeddings
+            .iter()
+            .zip(profanity)
+            .map(|(embedding, profane)| (self.english.scorer.measure(&embedding.sentence), profane))
+            .collect())
+    }
+}
+
+impl<E: Embed> Judge<E> {
+    fn new(model: E, scorer: Scorer, inference: Inference, custom_threshold: f32) -> Self {
+        let executor = EmbedBatch {
+            model: Arc::new(model),
+            inference,
+        };
+        Self {
+            embeddings: Batcher::spawn(executor, MAX_BATCH, 2),
+            scorer: Arc::new(scorer),
+            custom: moka::sync::Cache::new(1_000),
+            custom_threshold,
+        }
+    }
+
+    /// The embeddings of `texts`, in the next batch.
+    async fn embed(&self, texts: Vec<String>) -> Result<Vec<Embedding>, InferenceFailed> {
+        self.embeddings.run(texts).await.map_err(|err| {
+            tracing::error!(error = %err, "Text embedding failed");
+            InferenceFailed
+        })
+    }
+
+    /// The scores of `content` by this model (with `profanity`'s term in the head, when
+    /// given) under `policy`'s custom categories.
+    async fn scores(
+        &self,
+        content: TextContent<'_>,
+        policy: &Policy,
+        profanity: Option<&Profanity>,
     ) -> Result<TextScores, InferenceFailed> {
         let segments = segment::segments(content);
         let mut categories: Vec<(&'static str, f32)> =
@@ -160,52 +261,35 @@ impl TextModel {
             .iter()
             .map(|category| (category.name.clone(), 0.0))
             .collect();
-        if segments.is_empty() {
-            return Ok(TextScores { categories, custom });
-        }
-        let profanity: Vec<f32> = segments.iter().map(|s| self.profanity.score(s)).collect();
-        let embeddings = self.embed(segments).await?;
-        for (embedding, &profane) in embeddings.iter().zip(&profanity) {
-            for ((_, best), (_, score)) in categories
-                .iter_mut()
-                .zip(self.scorer.score(embedding, profane))
-            {
-                *best = best.max(score);
+        if !segments.is_empty() {
+            let profane: Vec<f32> = segments
+                .iter()
+                .map(|s| profanity.map_or(0.0, |p| p.score(s)))
+                .collect();
+            let embeddings = self.embed(segments).await?;
+            for (embedding, &profane) in embeddings.iter().zip(&profane) {
+                for ((_, best), (_, score)) in categories
+                    .iter_mut()
+                    .zip(self.scorer.score(embedding, profane))
+                {
+                    *best = best.max(score);
+                }
             }
-        }
-        for (category, (_, best)) in policy.custom.iter().zip(custom.iter_mut()) {
-            let references = self.custom_references(category).await?;
-            for embedding in &embeddings {
-                for reference in references.iter() {
-                    let similarity = score::cosine(&embedding.sentence, &reference.sentence);
-                    *best = best.max(similarity.clamp(0.0, 1.0));
+            for (category, (_, best)) in policy.custom.iter().zip(custom.iter_mut()) {
+                let references = self.custom_references(category).await?;
+                for embedding in &embeddings {
+                    for reference in references.iter() {
+                        let similarity = score::cosine(&embedding.sentence, &reference.sentence);
+                        *best = best.max(similarity.clamp(0.0, 1.0));
+                    }
                 }
             }
         }
-        Ok(TextScores { categories, custom })
-    }
-
-    /// What the scorer measured of each segment of `content`, with the segment's profanity
-    /// score: for tuning the scorer's constants (the evaluation's `--dump`).
-    pub async fn measures(
-        &self,
-        content: TextContent<'_>,
-    ) -> Result<Vec<(Vec<(&'static str, score::Measure)>, f32)>, InferenceFailed> {
-        let segments = segment::segments(content);
-        let profanity: Vec<f32> = segments.iter().map(|s| self.profanity.score(s)).collect();
-        let embeddings = self.embed(segments).await?;
-        Ok(embeddings
-            .iter()
-            .zip(profanity)
-            .map(|(embedding, profane)| (self.scorer.measure(&embedding.sentence), profane))
-            .collect())
-    }
-
-    /// The embeddings of `texts`, in the next batch.
-    async fn embed(&self, texts: Vec<String>) -> Result<Vec<Embedding>, InferenceFailed> {
-        self.embeddings.run(texts).await.map_err(|err| {
-            tracing::error!(error = %err, "Text embedding failed");
-            InferenceFailed
+        Ok(TextScores {
+            categories,
+            custom,
+            custom_threshold: self.custom_threshold,
+            language: None,
         })
     }
 
@@ -231,13 +315,14 @@ impl TextModel {
 /// The verdict `scores` give under `policy` at `threshold`: the highest category at or above
 /// the threshold rejects (a built-in category before a custom one); every score is recorded.
 pub fn verdict(scores: &TextScores, policy: &Policy, threshold: f32) -> Verdict {
+    let custom_threshold = scores.custom_threshold;
     let mut verdict = local::passed(policy, false);
     for &(name, score) in &scores.categories {
         verdict.scores.insert(name.to_owned(), score);
     }
     for (name, similarity) in &scores.custom {
         verdict.scores.insert(format!("custom.{name}"), *similarity);
-        if *similarity >= CUSTOM_THRESHOLD {
+        if *similarity >= custom_threshold {
             verdict.custom.insert(name.clone(), true);
         }
     }
@@ -249,7 +334,7 @@ pub fn verdict(scores: &TextScores, policy: &Policy, threshold: f32) -> Verdict 
     let custom_hit = scores
         .custom
         .iter()
-        .filter(|(_, similarity)| *similarity >= CUSTOM_THRESHOLD)
+        .filter(|(_, similarity)| *similarity >= custom_threshold)
         .max_by(|a, b| a.1.total_cmp(&b.1));
     verdict.reason = match (worst, custom_hit) {
         (Some((name, score)), _) => Some(format!(
@@ -257,7 +342,7 @@ pub fn verdict(scores: &TextScores, policy: &Policy, threshold: f32) -> Verdict 
         )),
         (None, Some((name, similarity))) => Some(format!(
             "The content matches the custom category {name} by meaning (similarity \
-             {similarity:.3}, threshold {CUSTOM_THRESHOLD})."
+             {similarity:.3}, threshold {custom_threshold})."
         )),
         (None, None) => None,
     };
@@ -268,29 +353,68 @@ pub fn verdict(scores: &TextScores, policy: &Policy, threshold: f32) -> Verdict 
 /// Loads the embedder, embeds the prototypes and loads the compiled head.
 fn load_embedder(dir: &Path) -> anyhow::Result<(Embedder, Scorer)> {
     let embedder = Embedder::load(dir)?;
+    let scorer = prototype_scorer(&embedder, head::Head::compiled()?)?;
+    Ok((embedder, scorer))
+}
+
+/// Loads the multilingual encoder from the model directory `dir`, embeds the prototypes with
+/// it and loads its compiled head.
+fn load_encoder(dir: &Path) -> anyhow::Result<(Encoder, Scorer)> {
+    let encoder = Encoder::load(dir)?;
+    let scorer = prototype_scorer(&encoder, head::Head::multilingual(multilingual::DIM)?)?;
+    Ok((encoder, scorer))
+}
+
+/// A scorer comparing with the prototypes as `model` embeds them, with `head`.
+pub fn prototype_scorer(model: &impl Embed, head: head::Head) -> anyhow::Result<Scorer> {
     let mut categories = Vec::new();
     for (name, sentences) in prototypes::CATEGORIES {
-        categories.push((name, embed_all(&embedder, sentences)?));
+        categories.push((name, embed_all(model, sentences)?));
     }
-    let benign = embed_all(&embedder, prototypes::BENIGN)?;
-    let head = head::Head::compiled()?;
-    Ok((embedder, Scorer::new(categories, benign, head)))
+    let benign = embed_all(model, prototypes::BENIGN)?;
+    Ok(Scorer::new(categories, benign, head))
 }
 
 /// The sentence embeddings of `sentences`.
-fn embed_all(embedder: &Embedder, sentences: &[&str]) -> anyhow::Result<Vec<Vec<f32>>> {
+fn embed_all(model: &impl Embed, sentences: &[&str]) -> anyhow::Result<Vec<Vec<f32>>> {
     let texts: Vec<String> = sentences.iter().map(|s| (*s).to_owned()).collect();
     let mut all = Vec::with_capacity(texts.len());
     for run in texts.chunks(RUN) {
-        all.extend(embedder.embed(run)?.into_iter().map(|e| e.sentence));
+        all.extend(model.embed_run(run)?.into_iter().map(|e| e.sentence));
     }
     Ok(all)
 }
 
+/// A text embedding model: MiniLM (English) or the multilingual encoder.
+pub trait Embed: Send + Sync + 'static {
+    /// The embeddings of `texts`, in order, in one run.
+    fn embed_run(&self, texts: &[String]) -> anyhow::Result<Vec<Embedding>>;
+}
+
+impl Embed for Embedder {
+    fn embed_run(&self, texts: &[String]) -> anyhow::Result<Vec<Embedding>> {
+        self.embed(texts)
+    }
+}
+
+impl Embed for Encoder {
+    /// The multilingual encoder has no middle layer: its embedding is the sentence one.
+    fn embed_run(&self, texts: &[String]) -> anyhow::Result<Vec<Embedding>> {
+        Ok(self
+            .embed(texts)?
+            .into_iter()
+            .map(|sentence| Embedding {
+                sentence,
+                middle: Vec::new(),
+            })
+            .collect())
+    }
+}
+
 /// Runs the gathered embedding requests of several jobs on the inference pool, as runs of
 /// texts of similar lengths (a run is padded to its longest text).
-struct EmbedBatch {
-    embedder: Arc<Embedder>,
+struct EmbedBatch<E> {
+    model: Arc<E>,
     inference: Inference,
 }
 
@@ -303,17 +427,17 @@ enum EmbedError {
     Model(#[from] anyhow::Error),
 }
 
-impl Execute for EmbedBatch {
+impl<E: Embed> Execute for EmbedBatch<E> {
     type Request = Vec<String>;
     type Response = Vec<Embedding>;
     type Error = EmbedError;
 
     async fn execute(&self, requests: &[Vec<String>]) -> Result<Vec<Vec<Embedding>>, EmbedError> {
         let texts: Vec<String> = requests.iter().flatten().cloned().collect();
-        let embedder = self.embedder.clone();
+        let model = self.model.clone();
         let mut embeddings = self
             .inference
-            .run(move || embed_runs(&embedder, texts))
+            .run(move || embed_runs(&*model, texts))
             .await??
             .into_iter();
         Ok(requests
@@ -324,13 +448,13 @@ impl Execute for EmbedBatch {
 }
 
 /// The embeddings of `texts` in order, computed in runs of texts of similar lengths.
-fn embed_runs(embedder: &Embedder, texts: Vec<String>) -> anyhow::Result<Vec<Embedding>> {
+fn embed_runs(model: &impl Embed, texts: Vec<String>) -> anyhow::Result<Vec<Embedding>> {
     let mut order: Vec<usize> = (0..texts.len()).collect();
     order.sort_by_key(|&i| texts[i].len());
     let mut result: Vec<Embedding> = vec![Embedding::default(); texts.len()];
     for run in runs(&order, |i| texts[i].len()) {
         let batch: Vec<String> = run.iter().map(|&i| texts[i].clone()).collect();
-        for (&i, embedding) in run.iter().zip(embedder.embed(&batch)?) {
+        for (&i, embedding) in run.iter().zip(model.embed_run(&batch)?) {
             result[i] = embedding;
         }
     }
@@ -374,6 +498,8 @@ mod tests {
         TextScores {
             categories: vec![("harassment", 0.1), ("violence", violence)],
             custom: vec![("competitors".to_owned(), competitors)],
+            custom_threshold: CUSTOM_THRESHOLD,
+            language: Some("en"),
         }
     }
 
