@@ -56,7 +56,7 @@ pub const CUSTOM_THRESHOLD: f32 = 0.45;
 
 /// The same for texts judged by the multilingual encoder, whose similarities run higher
 /// (chosen the same way on eval/custom/: docs/models-text.md).
-pub const MULTILINGUAL_CUSTOM_THRESHOLD: f32 = 0.5;
+pub const MULTILINGUAL_CUSTOM_THRESHOLD: f32 = 0.36;
 
 /// Texts embedded in one run at most; a gathered batch is cut into runs of similar lengths.
 const RUN: usize = 32;

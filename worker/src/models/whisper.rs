@@ -205,7 +205,14 @@ impl Whisper {
         language: Option<&'static str>,
     ) -> Result<decode::Window, Failure> {
         let mel = mel::spectrogram(&self.config, &self.filters, samples);
-        let frames = mel::frames_read(samples.len());
+        // The multilingual model reads the whole window: with less of the padding its language
+        // detection failed on short clips (docs/models-audio.md); tiny.en reads the sound and
+        // 3 s after it.
+        let frames = if self.tokens.multilingual() {
+            candle_transformers::models::whisper::N_FRAMES
+        } else {
+            mel::frames_read(samples.len())
+        };
         decode::greedy(
             &self.encoder,
             &self.decoder,
