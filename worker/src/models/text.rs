@@ -604,6 +604,92 @@ mod tests {
         assert!(idiom.iter().all(|(_, s)| *s < 0.3), "{idiom:?}");
     }
 
+    #[tokio::test]
+    #[ignore = "needs the prepared models: TEST_MODEL_DIR"]
+    async fn text_model_scores_other_languages_with_their_language_and_leaves_uncovered_ones_to_the_lists(
+    ) {
+        let dir = std::env::var_os("TEST_MODEL_DIR").expect("TEST_MODEL_DIR");
+        let model =
+            TextModel::load_dir(Path::new(&dir), Inference::new(2), DEFAULT_THRESHOLD).unwrap();
+        let gambling = Policy {
+            custom: vec![CustomCategory {
+                name: "gambling".to_owned(),
+                description: "Promotion of gambling: casinos, sports betting, poker and slot \
+                              machines."
+                    .to_owned(),
+                keywords: vec!["casino".to_owned(), "betting".to_owned()],
+            }],
+            ..Policy::default()
+        };
+        let judge = |text: &'static str| {
+            let (model, policy) = (&model, &gambling);
+            async move {
+                let content = TextContent {
+                    text,
+                    messages: None,
+                };
+                model.scores(content, policy).await.unwrap()
+            }
+        };
+
+        let threats = [
+            (
+                "es",
+                "Sé dónde vive tu hija. Si vas a la policía, no la vuelves a ver.",
+            ),
+            (
+                "de",
+                "Ich warte nach der Arbeit auf dich, dann schlag ich dich tot.",
+            ),
+            ("ja", "次に会ったら、お前をぶっ殺してやる。"),
+        ];
+        let ordinary = [
+            (
+                "fr",
+                "Est-ce que tu peux passer chercher le pain en rentrant ?",
+            ),
+            ("ru", "Давай встретимся в субботу у кинотеатра в шесть."),
+        ];
+        let promotion = judge(
+            "Juega al póker y a las tragaperras en nuestra web de apuestas \
+                               deportivas y gana dinero.",
+        )
+        .await;
+        let amharic = judge("ሰላም ነው? ዛሬ ስራ በጣም ብዙ ነበር፣ ነገ እንገናኝ።").await;
+
+        for (language, text) in threats {
+            let scores = judge(text).await;
+            assert_eq!(scores.language, Some(language), "{text}");
+            assert!(
+                verdict(&scores, &gambling, DEFAULT_THRESHOLD).prohibited,
+                "{scores:?}"
+            );
+            let violence = scores.categories.iter().find(|(n, _)| *n == "violence");
+            assert!(
+                violence.is_some_and(|(_, s)| *s >= DEFAULT_THRESHOLD),
+                "{scores:?}"
+            );
+        }
+        for (language, text) in ordinary {
+            let scores = judge(text).await;
+            assert_eq!(scores.language, Some(language), "{text}");
+            assert!(
+                !verdict(&scores, &gambling, DEFAULT_THRESHOLD).prohibited,
+                "{scores:?}"
+            );
+            assert_eq!(scores.categories.len(), 5);
+        }
+        assert_eq!(promotion.language, Some("es"));
+        let hit = verdict(&promotion, &gambling, DEFAULT_THRESHOLD);
+        assert!(hit.custom["gambling"], "{promotion:?}");
+        assert_eq!(amharic.language, Some("am"));
+        assert!(
+            amharic.categories.is_empty() && amharic.custom.is_empty(),
+            "{amharic:?}"
+        );
+        assert!(!verdict(&amharic, &gambling, DEFAULT_THRESHOLD).prohibited);
+    }
+
     #[test]
     fn runs_group_texts_of_similar_length_and_keep_every_index_once() {
         let lens = [1usize, 2, 3, 40, 41, 200];
