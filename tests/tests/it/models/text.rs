@@ -150,7 +150,7 @@ async fn threats_in_other_languages_are_rejected_and_their_ordinary_messages_pas
     let spanish = judge_prompt(
         &app,
         &key,
-        "Ya sé a qué hora sales del gimnasio. Te voy a dar una paliza que no vas a olvidar.",
+        "Cuando te vea por la calle te voy a matar a golpes.",
     )
     .await;
     let korean = judge_prompt(&app, &key, "너 내일 학교 끝나고 보자. 죽여버릴 거야.").await;
