@@ -635,7 +635,7 @@ mod tests {
         let threats = [
             (
                 "es",
-                "Sé dónde vive tu hija. Si vas a la policía, no la vuelves a ver.",
+                "Sé dónde vives y a qué hora sales del trabajo. Mañana te voy a matar, te lo juro.",
             ),
             (
                 "de",
