@@ -26,6 +26,9 @@ pub const LANGUAGES: [&str; 100] = [
     "ha", "ba", "jw", "su", "yue",
 ];
 
+/// The vocabulary of a multilingual Whisper, at least.
+const MULTILINGUAL_VOCAB: usize = 51_865;
+
 /// The special tokens decoding needs, and the tokens it never picks.
 pub struct Tokens {
     start: u32,
@@ -75,7 +78,14 @@ impl Tokens {
                 *logit = f32::NEG_INFINITY;
             }
         }
-        let languages: Vec<(u32, &'static str)> = LANGUAGES
+        // OpenAI's rule: an English-only model has 51,864 tokens, a multilingual one more (the
+        // English-only tokenizers list the language tokens too).
+        let known = if config.vocab_size >= MULTILINGUAL_VOCAB {
+            &LANGUAGES[..]
+        } else {
+            &[]
+        };
+        let languages: Vec<(u32, &'static str)> = known
             .iter()
             .filter_map(|code| Some((tokenizer.token_to_id(&format!("<|{code}|>"))?, *code)))
             .filter(|(id, _)| (*id as usize) < config.vocab_size)
