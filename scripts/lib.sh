@@ -12,6 +12,8 @@ PG_PORT=${PG_PORT:-5432}
 REDIS_PORT=${REDIS_PORT:-6379}
 export PG_BASE_URL=${PG_BASE_URL:-postgres://postgres:${PG_PASSWORD}@${PG_HOST}:${PG_PORT}}
 export REDIS_BASE_URL=${REDIS_BASE_URL:-redis://127.0.0.1:${REDIS_PORT}}
+# Where cargo builds (`scripts/test --toolchain` gives another toolchain a directory of its own).
+export TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 
 log() { printf '\033[1;34m==>\033[0m %s\n' "$*" >&2; }
 die() { printf '\033[1;31merror:\033[0m %s\n' "$*" >&2; exit 1; }
@@ -112,15 +114,39 @@ ensure_database() {
   fi
 }
 
-# The oldest Rust the workspace builds with: rten 0.27, the runtime of the text and NSFW models,
-# needs 1.94.
-MIN_RUST=1.94
+# The toolchain the project is built and tested with: `channel` of rust-toolchain.toml (see
+# docs/operations.md, "The Rust toolchain"). rustup reads that file in this directory, whatever
+# the machine's default toolchain is; ensure_rust installs the pinned toolchain (with rustfmt
+# and clippy) when it is missing, and checks that cargo in this directory really runs it.
+# RUSTUP_TOOLCHAIN, when set (`scripts/test --toolchain stable`), overrides the pin on purpose.
+pinned_toolchain() {
+  sed -n 's/^channel *= *"\(.*\)"/\1/p' "$ROOT/rust-toolchain.toml"
+}
+
 ensure_rust() {
-  command -v cargo >/dev/null || die "cargo not found: install Rust (https://rustup.rs) first"
+  command -v cargo >/dev/null ||
+    die "cargo not found: install rustup (https://rustup.rs); it then installs the pinned toolchain ($(pinned_toolchain)) by itself"
+  local wanted=${RUSTUP_TOOLCHAIN:-$(pinned_toolchain)} wanted_ok
+  if command -v rustup >/dev/null; then
+    # A pinned version is installed once; a channel (`stable`) is brought up to date.
+    case "$wanted" in
+      [0-9]*) rustup run "$wanted" cargo clippy --version >/dev/null 2>&1 &&
+        rustup run "$wanted" cargo fmt --version >/dev/null 2>&1 && wanted_ok=1 || wanted_ok=0 ;;
+      *) wanted_ok=0 ;;
+    esac
+    if [ "$wanted_ok" = 0 ]; then
+      log "Installing Rust $wanted with rustfmt and clippy"
+      rustup toolchain install "$wanted" --profile minimal --component rustfmt,clippy >&2 ||
+        die "rustup could not install Rust $wanted"
+    fi
+  fi
   local version
-  version=$(rustc --version | awk '{print $2}')
-  [ "$(printf '%s\n%s\n' "$MIN_RUST" "$version" | sort -V | head -n 1)" = "$MIN_RUST" ] ||
-    die "rustc $version is older than $MIN_RUST, which the workspace needs: run 'rustup update stable'"
+  version=$(cd "$ROOT" && rustc --version | awk '{print $2}')
+  case "$wanted" in
+    [0-9]*) [ "$version" = "$wanted" ] ||
+      die "rustc in $ROOT is $version, not the pinned $wanted: Rust must come from rustup (https://rustup.rs), which follows rust-toolchain.toml" ;;
+  esac
+  log "Rust $version ($wanted)"
 }
 
 # Prints a string field of the one-line JSON object on stdin (modctl's output).

@@ -267,6 +267,12 @@ impl From<deadpool_postgres::PoolError> for ApiError {
     }
 }
 
+impl From<tokio_postgres::Error> for ApiError {
+    fn from(err: tokio_postgres::Error) -> Self {
+        DbError::from(err).into()
+    }
+}
+
 impl From<DbError> for ApiError {
     fn from(err: DbError) -> Self {
         match err {

@@ -137,7 +137,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .configure(routes::export::configure)
                 .configure(routes::usage::configure)
                 .configure(routes::registry::configure)
-                .configure(routes::policies::configure),
+                .configure(routes::policies::configure)
+                .configure(routes::policy::configure)
+                .configure(routes::audit::configure),
         )
         .configure(routes::webhooks::configure_root)
         .default_service(web::to(routes::not_found));

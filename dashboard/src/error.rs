@@ -41,6 +41,18 @@ pub enum DashboardError {
     Internal(#[from] anyhow::Error),
 }
 
+impl From<tokio_postgres::Error> for DashboardError {
+    fn from(err: tokio_postgres::Error) -> Self {
+        Self::Internal(err.into())
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for DashboardError {
+    fn from(err: deadpool_postgres::PoolError) -> Self {
+        Self::Internal(err.into())
+    }
+}
+
 impl From<DbError> for DashboardError {
     fn from(err: DbError) -> Self {
         Self::Internal(err.into())

@@ -7,7 +7,10 @@ use std::{future::Future, pin::Pin};
 
 use actix_web::{dev::Payload, web, FromRequest, HttpRequest};
 use moderation_shared::{
-    db::dashboard_users::{self, DashboardUser},
+    db::{
+        audit_events::Actor,
+        dashboard_users::{self, DashboardUser},
+    },
     domain::{AccountId, Scope},
 };
 
@@ -29,6 +32,11 @@ impl Session {
     /// The account the session acts for.
     pub fn account(&self) -> AccountId {
         self.user.account_id
+    }
+
+    /// The signed-in user, as the audit log names who made a change.
+    pub fn actor(&self) -> Actor {
+        Actor::User(self.user.id)
     }
 
     /// What the session may do: every client scope, `webhook:manage`, `usage:read` and

@@ -4,8 +4,9 @@ use anyhow::{anyhow, Context};
 use clap::{Parser, Subcommand, ValueEnum};
 use moderation_shared::{
     config::DatabaseSettings,
-    db::{self, accounts, api_keys, Pool},
+    db::{self, accounts, api_keys, audit_events::Actor, GenericClient, Pool},
     domain::{AccountId, ApiKeyId, Scope},
+    policy::PolicyDefaults,
     provisioning,
 };
 use serde_json::{json, Value};
@@ -48,6 +49,17 @@ enum Command {
         #[command(subcommand)]
         command: crate::user::UserCommand,
     },
+    /// An account's audit log as JSON lines, newest first.
+    Audit(crate::audit::AuditArgs),
+}
+
+/// What a command prints: one JSON value, or JSON lines.
+#[derive(Debug)]
+pub enum Output {
+    /// One value.
+    One(Value),
+    /// One value per line.
+    Lines(Vec<Value>),
 }
 
 #[derive(Debug, Subcommand)]
@@ -141,19 +153,27 @@ fn parse_rfc3339(s: &str) -> Result<OffsetDateTime, String> {
 }
 
 /// Runs a command and returns its JSON output.
-pub async fn run(cli: Cli) -> anyhow::Result<Value> {
+pub async fn run(cli: Cli) -> anyhow::Result<Output> {
     let pool = connect()?;
-    match cli.command {
+    let pool = &pool;
+    let one = match cli.command {
         Command::Migrate => {
-            let applied = db::migrate(&pool).await?;
-            Ok(json!({ "applied": applied }))
+            let applied = db::migrate(pool).await?;
+            // Accounts made before policy versions existed get their version 1 now, holding
+            // the service defaults of this environment.
+            let defaults = PolicyDefaults::from_env()?;
+            let client = pool.get().await.context("cannot reach Postgres")?;
+            let versioned = db::policy_versions::backfill(&client, &defaults).await?;
+            json!({ "applied": applied, "policy_versions_written": versioned })
         }
-        Command::Org { command } => org(&pool, command).await,
-        Command::Key { command } => key(&pool, command).await,
-        Command::Registry { command } => crate::registry::run(&pool, command).await,
-        Command::Hashbank { command } => crate::hashbank::run(&pool, command).await,
-        Command::User { command } => crate::user::run(&pool, command).await,
-    }
+        Command::Org { command } => org(pool, command).await?,
+        Command::Key { command } => key(pool, command).await?,
+        Command::Registry { command } => crate::registry::run(pool, command).await?,
+        Command::Hashbank { command } => crate::hashbank::run(pool, command).await?,
+        Command::User { command } => crate::user::run(pool, command).await?,
+        Command::Audit(args) => return crate::audit::run(pool, args).await.map(Output::Lines),
+    };
+    Ok(Output::One(one))
 }
 
 fn connect() -> anyhow::Result<Pool> {
@@ -165,18 +185,27 @@ fn connect() -> anyhow::Result<Pool> {
 }
 
 async fn org(pool: &Pool, command: OrgCommand) -> anyhow::Result<Value> {
-    let client = pool.get().await.context("cannot reach Postgres")?;
+    let mut client = pool.get().await.context("cannot reach Postgres")?;
+    let tx = client.transaction().await?;
+    let output = org_change(&tx, command).await?;
+    tx.commit().await?;
+    Ok(output)
+}
+
+/// An `org` command's change, in the caller's transaction.
+async fn org_change(client: &impl GenericClient, command: OrgCommand) -> anyhow::Result<Value> {
     match command {
         OrgCommand::Create { name } => {
             let name = name.trim();
             if name.is_empty() || name.chars().count() > 200 {
                 return Err(anyhow!("--name must be 1 to 200 characters"));
             }
-            let account = provisioning::create_account(&client, name).await?;
+            let defaults = PolicyDefaults::from_env()?;
+            let account = provisioning::create_account(client, name, &defaults).await?;
             Ok(json!({ "org_id": account.id }))
         }
         OrgCommand::Terminate { org } => {
-            let account = accounts::terminate(&client, org)
+            let account = accounts::terminate(client, Actor::Operator, org)
                 .await?
                 .ok_or_else(|| anyhow!("account {org} not found"))?;
             Ok(serde_json::to_value(account)?)
@@ -197,7 +226,7 @@ async fn org(pool: &Pool, command: OrgCommand) -> anyhow::Result<Value> {
                 nsfw_check: nsfw_check.map(bool::from),
                 registry_member: registry_member.map(bool::from),
             };
-            let account = accounts::update_plan(&client, org, &update)
+            let account = accounts::update_plan(client, Actor::Operator, org, &update)
                 .await?
                 .ok_or_else(|| anyhow!("account {org} not found"))?;
             Ok(serde_json::to_value(account)?)
@@ -206,7 +235,15 @@ async fn org(pool: &Pool, command: OrgCommand) -> anyhow::Result<Value> {
 }
 
 async fn key(pool: &Pool, command: KeyCommand) -> anyhow::Result<Value> {
-    let client = pool.get().await.context("cannot reach Postgres")?;
+    let mut client = pool.get().await.context("cannot reach Postgres")?;
+    let tx = client.transaction().await?;
+    let output = key_change(&tx, command).await?;
+    tx.commit().await?;
+    Ok(output)
+}
+
+/// A `key` command's change, in the caller's transaction.
+async fn key_change(client: &impl GenericClient, command: KeyCommand) -> anyhow::Result<Value> {
     let key = match command {
         KeyCommand::Create {
             org,
@@ -215,7 +252,8 @@ async fn key(pool: &Pool, command: KeyCommand) -> anyhow::Result<Value> {
             expires_at,
         } => {
             let issued = provisioning::issue_key(
-                &client,
+                client,
+                Actor::Operator,
                 org,
                 name.as_deref(),
                 scopes.as_deref(),
@@ -224,15 +262,19 @@ async fn key(pool: &Pool, command: KeyCommand) -> anyhow::Result<Value> {
             .await?;
             return Ok(serde_json::to_value(issued)?);
         }
-        KeyCommand::Disable { key_id } => api_keys::set_enabled(&client, key_id, false).await?,
-        KeyCommand::Enable { key_id } => api_keys::set_enabled(&client, key_id, true).await?,
-        KeyCommand::Delete { key_id } => api_keys::delete(&client, key_id).await?,
+        KeyCommand::Disable { key_id } => {
+            api_keys::set_enabled(client, Actor::Operator, key_id, false).await?
+        }
+        KeyCommand::Enable { key_id } => {
+            api_keys::set_enabled(client, Actor::Operator, key_id, true).await?
+        }
+        KeyCommand::Delete { key_id } => api_keys::delete(client, Actor::Operator, key_id).await?,
         KeyCommand::Rename { key_id, name } => {
             let name = name.trim();
             if name.is_empty() || name.chars().count() > 200 {
                 return Err(anyhow!("the name must be 1 to 200 characters"));
             }
-            api_keys::rename(&client, key_id, name).await?
+            api_keys::rename(client, Actor::Operator, key_id, name).await?
         }
     };
     let key = key.ok_or_else(|| anyhow!("key not found (or deleted)"))?;

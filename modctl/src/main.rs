@@ -2,6 +2,7 @@
 //! message on stderr and exits non-zero. It reads `DATABASE_URL` (and the `APP_*` keys where a
 //! command needs them).
 
+mod audit;
 mod cli;
 mod hashbank;
 mod registry;
@@ -15,8 +16,14 @@ use clap::Parser;
 async fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     match cli::run(cli).await {
-        Ok(output) => {
+        Ok(cli::Output::One(output)) => {
             println!("{output}");
+            ExitCode::SUCCESS
+        }
+        Ok(cli::Output::Lines(lines)) => {
+            for line in lines {
+                println!("{line}");
+            }
             ExitCode::SUCCESS
         }
         Err(err) => {

@@ -5,7 +5,7 @@ use std::io::BufRead;
 use anyhow::{anyhow, Context};
 use clap::Subcommand;
 use moderation_shared::{
-    db::{accounts, dashboard_users, Pool},
+    db::{accounts, audit_events::Actor, dashboard_users, Pool},
     domain::{AccountId, DashboardUserId},
     passwords,
 };
@@ -42,14 +42,15 @@ pub async fn run(pool: &Pool, command: UserCommand) -> anyhow::Result<Value> {
             check_email(email)?;
             let password = read_password()?;
             let hash = passwords::hash(&password)?;
-            let client = pool.get().await.context("cannot reach Postgres")?;
-            let account = accounts::get(&client, org)
+            let mut client = pool.get().await.context("cannot reach Postgres")?;
+            let tx = client.transaction().await?;
+            let account = accounts::get(&tx, org)
                 .await?
                 .ok_or_else(|| anyhow!("account {org} not found"))?;
             if account.terminated {
                 return Err(anyhow!("account {org} is terminated"));
             }
-            let user_id = dashboard_users::insert(&client, org, email, &hash, staff)
+            let user_id = dashboard_users::insert(&tx, Actor::Operator, org, email, &hash, staff)
                 .await
                 .map_err(|err| {
                     if dashboard_users::is_duplicate_email(&err) {
@@ -58,13 +59,16 @@ pub async fn run(pool: &Pool, command: UserCommand) -> anyhow::Result<Value> {
                         err.into()
                     }
                 })?;
+            tx.commit().await?;
             Ok(json!({ "user_id": user_id }))
         }
         UserCommand::Disable { user_id } => {
-            let client = pool.get().await.context("cannot reach Postgres")?;
-            if !dashboard_users::disable(&client, user_id).await? {
+            let mut client = pool.get().await.context("cannot reach Postgres")?;
+            let tx = client.transaction().await?;
+            if !dashboard_users::disable(&tx, Actor::Operator, user_id).await? {
                 return Err(anyhow!("user {user_id} not found"));
             }
+            tx.commit().await?;
             Ok(json!({ "user_id": user_id, "disabled": true }))
         }
     }

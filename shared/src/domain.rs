@@ -62,19 +62,30 @@ macro_rules! word_enum {
     };
 }
 
+mod audit;
 mod chat;
 mod delivery;
 mod idempotency;
 mod job;
+mod policy;
 
+pub use audit::{AuditAction, UnknownAuditAction};
 pub use chat::{ChatMessage, ChatRole, UnknownChatRole};
-pub use delivery::{DeliveryState, SecretStatus, UnknownDeliveryState, UnknownSecretStatus};
+pub use delivery::{
+    DeliveryState, SecretStatus, UnknownDeliveryState, UnknownSecretStatus, UnknownWebhookEvent,
+    WebhookEvent,
+};
 pub use idempotency::{
     Idempotency, IdempotencyKey, InvalidIdempotencyKey, RequestFingerprint, IDEMPOTENCY_TTL,
     MAX_IDEMPOTENCY_KEY_LEN,
 };
 pub use job::{
     FailureCode, JobStage, JobStatus, UnknownFailureCode, UnknownJobStage, UnknownJobStatus,
+};
+pub use policy::{
+    ActorType, DecidedBy, JobReviewState, PolicyMode, PolicyStatus, ReviewReason, UnknownActorType,
+    UnknownDecidedBy, UnknownJobReviewState, UnknownPolicyMode, UnknownPolicyStatus,
+    UnknownReviewReason,
 };
 
 macro_rules! id_type {
@@ -228,15 +239,22 @@ pub enum Scope {
     RegistryCheck,
     /// `registry:submit`
     RegistrySubmit,
-    /// `settings:manage`: custom categories and blocklists; never a default.
+    /// `settings:manage`: custom categories, blocklists, policies and the audit log; never a
+    /// default.
     SettingsManage,
+    /// `review:decide`: the review queue; never a client default (dashboard users have it).
+    ReviewDecide,
+    /// `job:appeal`: appeals of the account's jobs; never a client default.
+    JobAppeal,
+    /// `job:erase`: erasing a job's content now; never a client default.
+    JobErase,
     /// `admin:config`: staff dashboard access, never issued to a programmatic key.
     AdminConfig,
 }
 
 impl Scope {
     /// Every scope, in a stable order.
-    pub const ALL: [Scope; 12] = [
+    pub const ALL: [Scope; 15] = [
         Scope::ModeratePrompt,
         Scope::ModerateChat,
         Scope::ModerateImage,
@@ -248,6 +266,9 @@ impl Scope {
         Scope::RegistryCheck,
         Scope::RegistrySubmit,
         Scope::SettingsManage,
+        Scope::ReviewDecide,
+        Scope::JobAppeal,
+        Scope::JobErase,
         Scope::AdminConfig,
     ];
 
@@ -274,6 +295,9 @@ impl Scope {
             Scope::RegistryCheck => "registry:check",
             Scope::RegistrySubmit => "registry:submit",
             Scope::SettingsManage => "settings:manage",
+            Scope::ReviewDecide => "review:decide",
+            Scope::JobAppeal => "job:appeal",
+            Scope::JobErase => "job:erase",
             Scope::AdminConfig => "admin:config",
         }
     }
@@ -308,6 +332,28 @@ impl FromStr for Scope {
             .find(|scope| scope.as_str() == s)
             .ok_or_else(|| UnknownScope(s.to_owned()))
     }
+}
+
+/// The least UUIDv7 of the millisecond `at`: its 48 time bits followed by zeros, so every id
+/// made at or after `at` is at least this and every id made before it is less. Time windows
+/// over id-keyed tables (and their partition bounds) are id ranges through it.
+pub fn id_floor(at: time::OffsetDateTime) -> Uuid {
+    let millis = (at.unix_timestamp_nanos() / 1_000_000).clamp(0, (1 << 48) - 1);
+    // Within 48 bits after the clamp.
+    let millis = millis as u64;
+    let mut bytes = [0u8; 16];
+    bytes[..6].copy_from_slice(&millis.to_be_bytes()[2..]);
+    Uuid::from_bytes(bytes)
+}
+
+/// The instant a UUIDv7 was made (to the millisecond), from its first 48 bits.
+pub fn id_time(id: Uuid) -> time::OffsetDateTime {
+    let mut millis = [0u8; 8];
+    millis[2..].copy_from_slice(&id.as_bytes()[..6]);
+    let millis = i128::from(u64::from_be_bytes(millis));
+    // 48 bits of milliseconds are far inside the representable range.
+    time::OffsetDateTime::from_unix_timestamp_nanos(millis * 1_000_000)
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
 }
 
 #[cfg(test)]
@@ -345,5 +391,14 @@ mod tests {
     fn admin_config_is_never_issuable() {
         assert!(!Scope::AdminConfig.issuable_to_keys());
         assert!(Scope::ALL.iter().filter(|s| !s.issuable_to_keys()).count() == 1);
+    }
+
+    #[test]
+    fn an_id_floor_orders_ids_by_their_time() {
+        let id = Uuid::now_v7();
+        let at = id_time(id);
+        assert!(id_floor(at) <= id);
+        assert!(id_floor(at + time::Duration::milliseconds(1)) > id);
+        assert_eq!(id_time(id_floor(at)), at);
     }
 }

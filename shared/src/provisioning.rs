@@ -3,9 +3,14 @@
 use time::OffsetDateTime;
 
 use crate::{
-    db::{self, accounts, api_keys, DbError, GenericClient},
-    domain::{AccountId, Scope},
+    db::{
+        self, accounts, api_keys,
+        audit_events::{self, Actor, Target},
+        DbError, GenericClient,
+    },
+    domain::{AccountId, AuditAction, Scope},
     keys,
+    policy::PolicyDefaults,
 };
 
 /// Why a key could not be issued.
@@ -47,9 +52,11 @@ pub struct IssuedKey {
     pub scopes: Vec<String>,
 }
 
-/// Issues a key for `account_id`. `scopes` of `None` gives the client defaults.
+/// Issues a key for `account_id`, recorded in the audit log (`key.created`). `scopes` of
+/// `None` gives the client defaults. Run it in a transaction.
 pub async fn issue_key(
     client: &impl GenericClient,
+    actor: Actor,
     account_id: AccountId,
     name: Option<&str>,
     scopes: Option<&[Scope]>,
@@ -90,6 +97,17 @@ pub async fn issue_key(
         },
     )
     .await?;
+    audit_events::record(
+        client,
+        account_id,
+        actor,
+        AuditAction::KeyCreated,
+        &Target::new("key", stored.key_id),
+        serde_json::json!({
+            "name": stored.name, "prefix": stored.prefix, "scopes": stored.scopes,
+        }),
+    )
+    .await?;
     Ok(IssuedKey {
         key_id: stored.key_id,
         key: generated.key,
@@ -98,10 +116,14 @@ pub async fn issue_key(
     })
 }
 
-/// Creates an account with the default plan.
+/// Creates an account with the default plan and its policy version 1, holding `defaults`
+/// (`APP_TEXT_THRESHOLD`, `APP_NSFW_THRESHOLD`). Run it in a transaction.
 pub async fn create_account(
     client: &impl GenericClient,
     name: &str,
+    defaults: &PolicyDefaults,
 ) -> Result<accounts::Account, DbError> {
-    db::accounts::insert(client, name).await
+    let account = db::accounts::insert(client, name).await?;
+    db::policy_versions::insert_first(client, account.id, defaults).await?;
+    Ok(account)
 }

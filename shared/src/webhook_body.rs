@@ -1,51 +1,30 @@
-//! The webhook body of a finished job: compact JSON, fixed once and sent byte for byte on
-//! every attempt.
+//! The webhook bodies: compact JSON, fixed once and sent byte for byte on every attempt. Every
+//! body names its `event` (contract 14); a finished job's is `job.completed`.
 
 use serde::Serialize;
 use time::OffsetDateTime;
 
 use crate::{
     clock::format_millis,
-    domain::{DeliveryId, FailureCode, JobId, JobStatus},
+    domain::{DeliveryId, FailureCode, JobId, JobReviewState, JobStatus, ReviewReason},
+    outcome::JobOutcome,
 };
 
-/// How a job ended.
-#[derive(Debug, Clone, PartialEq)]
-pub enum JobOutcome {
-    /// Classified.
-    Decided {
-        /// Whether it is rejected.
-        is_prohibited: bool,
-        /// Why (only kept when rejected).
-        reason: Option<String>,
-        /// Category results: image and video always; any job with custom categories.
-        categories: Option<serde_json::Value>,
-        /// The built-in models' scores (`{"category": number}`), when a model ran.
-        scores: Option<serde_json::Value>,
-        /// Whether the NSFW check ran (`None` for kinds that never run it).
-        nsfw_checked: Option<bool>,
-    },
-    /// Could not be classified.
-    Failed {
-        /// A contract error code, e.g. `MEDIA_UNREACHABLE`.
-        code: FailureCode,
-        /// A sentence for people.
-        message: String,
-    },
-}
+/// The `event` of a finished job's body.
+pub const JOB_COMPLETED: &str = "job.completed";
 
-impl JobOutcome {
-    /// The failure of a job that was taken `tries` times without completing: `INTERNAL`.
-    pub fn exhausted(tries: i32) -> Self {
-        Self::Failed {
-            code: FailureCode::Internal,
-            message: format!("The job did not complete after {tries} tries."),
-        }
-    }
+/// A job's open review, as the job object and the `job.completed` body carry it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReviewView {
+    /// `pending` while an item is open, `decided` once every one is.
+    pub state: JobReviewState,
+    /// Why it went to review.
+    pub reasons: Vec<ReviewReason>,
 }
 
 #[derive(Serialize)]
 struct Decided<'a> {
+    event: &'static str,
     job_id: JobId,
     status: JobStatus,
     is_prohibited: bool,
@@ -54,13 +33,18 @@ struct Decided<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     categories: Option<&'a serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    scores: Option<&'a serde_json::Value>,
+    scores: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    policy_version: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    review: Option<ReviewView>,
     completed_at: String,
     delivery_id: DeliveryId,
 }
 
 #[derive(Serialize)]
 struct Failed<'a> {
+    event: &'static str,
     job_id: JobId,
     status: JobStatus,
     error: ErrorBody<'a>,
@@ -74,7 +58,8 @@ struct ErrorBody<'a> {
     message: &'a str,
 }
 
-/// The body for `job` ending with `outcome` at `completed_at`, delivered as `delivery_id`.
+/// The `job.completed` body for `job` ending with `outcome` at `completed_at`, delivered as
+/// `delivery_id`.
 pub fn body(
     job: JobId,
     outcome: &JobOutcome,
@@ -83,23 +68,27 @@ pub fn body(
 ) -> Vec<u8> {
     let completed_at = format_millis(completed_at);
     let result = match outcome {
-        JobOutcome::Decided {
-            is_prohibited,
-            reason,
-            categories,
-            scores,
-            ..
-        } => serde_json::to_vec(&Decided {
+        JobOutcome::Decided(decision) => serde_json::to_vec(&Decided {
+            event: JOB_COMPLETED,
             job_id: job,
             status: JobStatus::Completed,
-            is_prohibited: *is_prohibited,
-            reason: reason.as_deref().filter(|_| *is_prohibited),
-            categories: categories.as_ref(),
-            scores: scores.as_ref(),
+            is_prohibited: decision.is_prohibited,
+            reason: decision
+                .reason
+                .as_deref()
+                .filter(|_| decision.is_prohibited),
+            categories: decision.categories.as_ref(),
+            scores: decision.scores_json(),
+            policy_version: decision.policy_version,
+            review: (!decision.review.is_empty()).then(|| ReviewView {
+                state: JobReviewState::Pending,
+                reasons: decision.review.clone(),
+            }),
             completed_at,
             delivery_id,
         }),
         JobOutcome::Failed { code, message } => serde_json::to_vec(&Failed {
+            event: JOB_COMPLETED,
             job_id: job,
             status: JobStatus::Failed,
             error: ErrorBody {
@@ -117,19 +106,18 @@ pub fn body(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::outcome::Decision;
     use time::macros::datetime;
     use uuid::Uuid;
 
     #[test]
     fn a_passing_prompt_omits_reason_and_categories() {
         let job = JobId(Uuid::nil());
-        let outcome = JobOutcome::Decided {
+        let outcome = JobOutcome::Decided(Box::new(Decision {
             is_prohibited: false,
             reason: Some("ignored".into()),
-            categories: None,
-            scores: None,
-            nsfw_checked: None,
-        };
+            ..Decision::default()
+        }));
         let body = body(
             job,
             &outcome,
@@ -138,7 +126,7 @@ mod tests {
         );
         assert_eq!(
             String::from_utf8(body).unwrap(),
-            r#"{"job_id":"00000000-0000-0000-0000-000000000000","status":"completed","is_prohibited":false,"completed_at":"2026-01-01T00:00:00.000Z","delivery_id":"00000000-0000-0000-0000-000000000000"}"#
+            r#"{"event":"job.completed","job_id":"00000000-0000-0000-0000-000000000000","status":"completed","is_prohibited":false,"completed_at":"2026-01-01T00:00:00.000Z","delivery_id":"00000000-0000-0000-0000-000000000000"}"#
         );
     }
 
@@ -161,14 +149,15 @@ mod tests {
     }
 
     #[test]
-    fn a_model_decision_carries_its_scores_after_the_categories() {
-        let outcome = JobOutcome::Decided {
+    fn a_model_decision_carries_its_scores_policy_version_and_review() {
+        let outcome = JobOutcome::Decided(Box::new(Decision {
             is_prohibited: true,
             reason: Some("The text model scored violence 0.912.".into()),
-            categories: None,
-            scores: Some(serde_json::json!({"violence": 0.912, "hate": 0.004})),
-            nsfw_checked: None,
-        };
+            scores: [("violence".to_owned(), 912), ("hate".to_owned(), 4)].into(),
+            policy_version: Some(3),
+            review: vec![ReviewReason::Band],
+            ..Decision::default()
+        }));
         let body = body(
             JobId(Uuid::nil()),
             &outcome,
@@ -177,7 +166,7 @@ mod tests {
         );
         let text = String::from_utf8(body).unwrap();
         assert!(
-            text.contains(r#""reason":"The text model scored violence 0.912.","scores":{"hate":0.004,"violence":0.912},"completed_at""#),
+            text.contains(r#""reason":"The text model scored violence 0.912.","scores":{"hate":0.004,"violence":0.912},"policy_version":3,"review":{"state":"pending","reasons":["band"]},"completed_at""#),
             "{text}"
         );
     }

@@ -3,7 +3,11 @@
 //! way a browser does.
 
 use moderation_dashboard::{Application, DashboardSettings};
-use moderation_shared::{db::dashboard_users, domain::AccountId, passwords};
+use moderation_shared::{
+    db::{audit_events::Actor, dashboard_users},
+    domain::AccountId,
+    passwords,
+};
 use reqwest::{header, Response};
 
 use crate::TestApp;
@@ -72,7 +76,7 @@ impl TestApp {
         let password = format!("pw-{}", uuid::Uuid::new_v4().simple());
         let hash = passwords::hash(&password).expect("hash");
         let client = self.db.pool.get().await.expect("connect");
-        let id = dashboard_users::insert(&client, account, &email, &hash, staff)
+        let id = dashboard_users::insert(&client, Actor::Operator, account, &email, &hash, staff)
             .await
             .expect("insert user");
         TestUser {

@@ -5,7 +5,7 @@ use std::time::Duration;
 use moderation_dispatcher::{schedule::Schedule, Dispatcher, DispatcherSettings};
 use moderation_shared::{
     db::deliveries::{self, NewDelivery},
-    domain::{AccountId, DeliveryId, JobId},
+    domain::{AccountId, DeliveryId, JobId, WebhookEvent},
 };
 use tokio::sync::oneshot;
 use uuid::Uuid;
@@ -84,7 +84,8 @@ impl TestApp {
             &*tx,
             &[NewDelivery {
                 id,
-                job_id: job,
+                event: WebhookEvent::JobCompleted,
+                job_id: Some(job),
                 account_id: account,
                 target_url: target.to_owned(),
                 body: body.to_vec(),

@@ -14,8 +14,9 @@ use std::{
 use moderation_shared::{
     config::{DatabaseSettings, RedisSettings},
     crypto::SealingKey,
-    db::{self, accounts::PlanUpdate, Pool},
+    db::{self, accounts::PlanUpdate, audit_events::Actor, Pool},
     domain::Scope,
+    policy::PolicyDefaults,
     provisioning,
 };
 
@@ -102,22 +103,30 @@ impl Fleet {
         db::migrate(&pool).await.expect("migrate");
         let key = {
             let client = pool.get().await.expect("connect");
-            let account = provisioning::create_account(&client, "Chaos")
-                .await
-                .expect("account")
-                .id;
+            let account =
+                provisioning::create_account(&client, "Chaos", &PolicyDefaults::default())
+                    .await
+                    .expect("account")
+                    .id;
             let update = PlanUpdate {
                 rate_per_minute: Some(1_000_000),
                 ..Default::default()
             };
-            db::accounts::update_plan(&client, account, &update)
+            db::accounts::update_plan(&client, Actor::Operator, account, &update)
                 .await
                 .expect("lift the rate limit");
             let scopes = [Scope::ModeratePrompt, Scope::JobRead, Scope::WebhookManage];
-            provisioning::issue_key(&client, account, Some("chaos"), Some(&scopes), None)
-                .await
-                .expect("key")
-                .key
+            provisioning::issue_key(
+                &client,
+                Actor::Operator,
+                account,
+                Some("chaos"),
+                Some(&scopes),
+                None,
+            )
+            .await
+            .expect("key")
+            .key
         };
 
         let api_port = crate::unused_port();

@@ -28,8 +28,9 @@ use moderation_api::{ApiSettings, Application};
 use moderation_shared::{
     config::{DatabaseSettings, RedisSettings},
     crypto::SealingKey,
-    db::{self, Pool},
+    db::{self, audit_events::Actor, Pool},
     domain::{AccountId, Scope},
+    policy::PolicyDefaults,
     provisioning,
     registry::RegistryKey,
 };
@@ -208,7 +209,7 @@ impl TestApp {
     /// Creates an active account with the default plan.
     pub async fn create_account(&self) -> AccountId {
         let client = self.db.pool.get().await.expect("connect");
-        provisioning::create_account(&client, "Test account")
+        provisioning::create_account(&client, "Test account", &PolicyDefaults::default())
             .await
             .expect("create account")
             .id
@@ -227,10 +228,16 @@ impl TestApp {
         expires_at: Option<OffsetDateTime>,
     ) -> TestKey {
         let client = self.db.pool.get().await.expect("connect");
-        let issued =
-            provisioning::issue_key(&client, account, Some("test key"), scopes, expires_at)
-                .await
-                .expect("issue key");
+        let issued = provisioning::issue_key(
+            &client,
+            Actor::Operator,
+            account,
+            Some("test key"),
+            scopes,
+            expires_at,
+        )
+        .await
+        .expect("issue key");
         TestKey {
             account,
             key_id: issued.key_id.0,
@@ -249,6 +256,34 @@ impl TestApp {
         self.create_key(account, Some(scopes.unwrap_or(&all))).await
     }
 
+    /// Makes a version of `account`'s policy from its active one changed by `change`, and
+    /// activates it (as the api does); returns its number.
+    pub async fn activate_policy(
+        &self,
+        account: AccountId,
+        change: impl FnOnce(&mut moderation_shared::policy::PolicyDoc),
+    ) -> i32 {
+        use moderation_shared::db::policy_versions::{self, Switched};
+        let mut client = self.db.pool.get().await.expect("connect");
+        let tx = client.transaction().await.expect("begin");
+        let active = policy_versions::deciding(&tx, account)
+            .await
+            .expect("read the versions")
+            .active
+            .expect("an active version");
+        let mut doc = active.doc;
+        change(&mut doc);
+        let draft = policy_versions::insert_draft(&tx, account, &doc, Some("a test's"))
+            .await
+            .expect("draft");
+        let switched = policy_versions::activate(&tx, account, draft.version)
+            .await
+            .expect("activate");
+        assert!(matches!(switched, Switched::Changed { .. }), "{switched:?}");
+        tx.commit().await.expect("commit");
+        draft.version
+    }
+
     /// Lifts the account's rate limit, for tests that send bursts and are not about limits.
     /// Call it before the account's first request (keys are cached for a moment).
     pub async fn lift_rate_limit(&self, account: AccountId) {
@@ -257,7 +292,7 @@ impl TestApp {
             rate_per_minute: Some(1_000_000),
             ..Default::default()
         };
-        moderation_shared::db::accounts::update_plan(&client, account, &update)
+        moderation_shared::db::accounts::update_plan(&client, Actor::Operator, account, &update)
             .await
             .expect("update plan");
     }

@@ -2,7 +2,10 @@
 //! registry requests.
 
 use moderation_shared::{
-    db::accounts::{self, PlanUpdate},
+    db::{
+        accounts::{self, PlanUpdate},
+        audit_events::Actor,
+    },
     domain::{AccountId, Scope},
     registry::normalise::normalise,
 };
@@ -22,7 +25,7 @@ pub struct Member {
 /// Changes an account's plan.
 pub async fn update_plan(app: &TestApp, account: AccountId, update: PlanUpdate) {
     let client = app.db.pool.get().await.expect("connect");
-    accounts::update_plan(&client, account, &update)
+    accounts::update_plan(&client, Actor::Operator, account, &update)
         .await
         .expect("update plan")
         .expect("account exists");

@@ -1,6 +1,8 @@
 //! Evaluates speech end to end with the worker's own models: each clip is transcribed by the
-//! built-in Whisper (`APP_SPEECH_MODEL`, default base) and its transcript judged by the text
-//! model at the default threshold, as an audio job's transcript is (the lists aside).
+//! built-in Whisper (`APP_SPEECH_MODEL`, default base) and its transcript scored by the text
+//! model; a clip is rejected when a category scores the default policy's `block_at` (the
+//! default threshold) or more, as an audio job's transcript is under the default policy (the
+//! lists aside).
 //!
 //!     cargo run --release -p moderation-worker --example eval_speech -- MODEL_DIR MANIFEST
 //!
@@ -66,7 +68,11 @@ async fn main() -> anyhow::Result<()> {
             text: transcript.text(),
             messages: None,
         };
-        let verdict = model.check(content, &policy).await?;
+        let scores = model.scores(content, &policy).await?;
+        let rejected = scores
+            .categories
+            .iter()
+            .any(|(_, score)| *score >= DEFAULT_THRESHOLD);
         let tally = tallies.entry(language.to_owned()).or_default();
         tally.clips += 1;
         tally.detected += usize::from(transcript.language() == Some(language));
@@ -79,19 +85,15 @@ async fn main() -> anyhow::Result<()> {
         match kind {
             "threat" => {
                 tally.threats += 1;
-                tally.rejected += usize::from(verdict.prohibited);
+                tally.rejected += usize::from(rejected);
             }
             "harmless" => {
                 tally.harmless += 1;
-                tally.passed += usize::from(!verdict.prohibited);
+                tally.passed += usize::from(!rejected);
             }
             other => bail!("unknown kind {other:?}"),
         }
-        let outcome = if verdict.prohibited {
-            "rejected"
-        } else {
-            "passed"
-        };
+        let outcome = if rejected { "rejected" } else { "passed" };
         println!(
             "  {language} {kind} -> {} {outcome}: {}",
             transcript.language().unwrap_or("-"),

@@ -21,6 +21,7 @@ use crate::{
     fetch::MediaFetcher,
     models::{
         nsfw::{self, NsfwModel},
+        set::ModelSet,
         text::TextModel,
         whisper::{Transcript, Whisper},
         Inference, Loader,
@@ -50,8 +51,9 @@ pub struct LocalModels {
 }
 
 impl LocalModels {
-    /// Loads the models the worker's modalities need, following `APP_LOCAL_MODELS`.
-    fn load(settings: &WorkerSettings) -> Result<Self, StartupError> {
+    /// Loads the models the worker's modalities need, following `APP_LOCAL_MODELS`; with the
+    /// set of models loaded.
+    fn load(settings: &WorkerSettings) -> Result<(Self, Option<ModelSet>), StartupError> {
         let mut loader = Loader::new(&settings.models);
         let takes = |modality| settings.modalities.contains(&modality);
         let speech = if takes(Modality::Audio) {
@@ -72,17 +74,22 @@ impl LocalModels {
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         let inference = Inference::new(cores);
         let text = if takes(Modality::Text) || takes(Modality::Audio) {
-            TextModel::load(&mut loader, inference.clone(), settings.text_threshold)?
+            TextModel::load(
+                &mut loader,
+                inference.clone(),
+                settings.policy_defaults.text_block_at as f32,
+            )?
         } else {
             None
         };
-        loader.finish();
-        Ok(Self {
+        let set = loader.finish();
+        let models = Self {
             speech,
             nsfw,
             text,
             inference,
-        })
+        };
+        Ok((models, set))
     }
 }
 
@@ -93,8 +100,8 @@ pub struct Checks {
     policies: PolicyCache,
     fetcher: MediaFetcher,
     provider: Provider,
-    /// `APP_NSFW_THRESHOLD`.
-    nsfw_threshold: f32,
+    /// The models the provider loaded (`model_sets.id`), when it loaded any.
+    model_set: Option<ModelSet>,
 }
 
 impl Checks {
@@ -106,19 +113,25 @@ impl Checks {
             settings.extra_ca_pem.as_deref(),
         )
         .map_err(|e| StartupError::HttpClient(e.into()))?;
-        let provider = match &settings.classifier {
-            ClassifierSettings::Local => Provider::Local(LocalModels::load(settings)?),
-            ClassifierSettings::OpenAi(openai) => Provider::OpenAi(Box::new(
-                OpenAiProvider::new(openai.as_ref().clone())
-                    .map_err(|e| StartupError::HttpClient(e.into()))?,
-            )),
+        let (provider, model_set) = match &settings.classifier {
+            ClassifierSettings::Local => {
+                let (models, set) = LocalModels::load(settings)?;
+                (Provider::Local(models), set)
+            }
+            ClassifierSettings::OpenAi(openai) => (
+                Provider::OpenAi(Box::new(
+                    OpenAiProvider::new(openai.as_ref().clone())
+                        .map_err(|e| StartupError::HttpClient(e.into()))?,
+                )),
+                None,
+            ),
         };
         Ok(Self {
             pool,
-            policies: PolicyCache::new(),
+            policies: PolicyCache::new(settings.policy_defaults),
             fetcher,
             provider,
-            nsfw_threshold: settings.nsfw_threshold,
+            model_set,
         })
     }
 
@@ -128,6 +141,11 @@ impl Checks {
             Provider::Local(_) => "local",
             Provider::OpenAi(_) => "openai",
         }
+    }
+
+    /// The built-in models this worker loaded, if any.
+    pub fn model_set(&self) -> Option<&ModelSet> {
+        self.model_set.as_ref()
     }
 
     /// The model server, when the provider has one.
@@ -235,8 +253,8 @@ impl Checks {
 
     /// The NSFW model's check of an image or video the hash banks let through (`banked`, their
     /// verdict), when the account's NSFW check is on and the model is installed: the score sets
-    /// `categories.nsfw` (true at or above `APP_NSFW_THRESHOLD`, which rejects) and
-    /// `scores.nsfw`. A video's score is the highest of its sampled frames.
+    /// `scores.nsfw`, which the account's policy version decides on. A video's score is the
+    /// highest of its sampled frames.
     pub async fn check_nsfw(
         &self,
         job: &ClaimedJob,
@@ -271,7 +289,7 @@ impl Checks {
             .run(move || nsfw::score_encoded(&model, &images))
             .await
             .map_err(|_| Failure::transient(FailureCode::Internal, "The NSFW model failed."))??;
-        Ok(nsfw::verdict(banked, score, self.nsfw_threshold))
+        Ok(nsfw::verdict(banked, score))
     }
 
     /// The visual check of an image or video the hash banks let through.

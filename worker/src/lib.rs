@@ -28,6 +28,7 @@ use moderation_shared::{
 
 pub mod checks;
 pub mod classify;
+pub mod decide;
 pub mod failure;
 pub mod fetch;
 pub mod jobs;
@@ -39,7 +40,6 @@ mod settings;
 
 pub use settings::{
     ClassifierSettings, Concurrency, ModelSettings, WorkerSettings, DEFAULT_CONCURRENCY,
-    DEFAULT_NSFW_THRESHOLD,
 };
 
 use checks::Checks;
@@ -132,6 +132,8 @@ impl Worker {
         );
         let leases = Leases::default();
         let monitor = self.monitor(queue, leases.clone());
+        let models = self.checks.model_set().cloned();
+        let recorded = tokio::spawn(record_model_set(self.pool.clone(), models));
         let stopped = monitor.run_with_signal(async move {
             shutdown.await;
             tracing::info!("Worker stopping");
@@ -148,6 +150,7 @@ impl Worker {
             () = key_purge::run_until_stopped(self.pool.clone()) => {}
             () = runtime::watch_dependencies(self.pool, self.redis, Duration::from_secs(5)) => {}
         }
+        recorded.abort();
     }
 
     fn monitor(&self, queue: JobQueue, leases: Leases) -> Monitor {
@@ -198,5 +201,28 @@ impl Worker {
                 true
             })
             .shutdown_timeout(self.settings.shutdown_timeout)
+    }
+}
+
+/// Records the set of models this worker loaded in `model_sets` (jobs name it), retrying
+/// while Postgres is unreachable.
+async fn record_model_set(pool: Pool, set: Option<models::set::ModelSet>) {
+    let Some(set) = set else {
+        return;
+    };
+    loop {
+        let recorded = match pool.get().await {
+            Ok(client) => db::model_sets::record(&client, &set.id, &set.models)
+                .await
+                .map_err(|e| e.to_string()),
+            Err(err) => Err(err.to_string()),
+        };
+        match recorded {
+            Ok(()) => return,
+            Err(error) => {
+                tracing::warn!(%error, model_set = %set.id, "Could not record the model set; retrying");
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+        }
     }
 }

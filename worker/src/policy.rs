@@ -1,14 +1,18 @@
-//! Account policies, compiled once per (account, policy version) and cached.
+//! Account policies, compiled once per (account, settings stamp) and cached: the custom
+//! categories, the blocklist terms and the active and shadow policy versions.
 //!
-//! A job is claimed together with its account's `policy_version`, which the api bumps with
-//! every change to the account's custom categories or blocklist. A cached policy is therefore
-//! never used for a job claimed after a change: the new version misses the cache and loads.
+//! A job is claimed together with its account's settings stamp, which every change to the
+//! account's custom categories, blocklist or policy versions bumps in its own transaction. A
+//! cached policy is therefore never used for a job claimed after a change: the new stamp misses
+//! the cache and loads. A job claimed before a change and decided after it is refused when its
+//! result is written (`db::jobs::Finish::Stale`) and decided again.
 
 use std::{sync::Arc, time::Duration};
 
 use moderation_shared::{
-    db::{self, jobs::ClaimedJob, DbError, Pool},
+    db::{self, jobs::ClaimedJob, policy_versions::PolicyVersion, DbError, Pool},
     domain::AccountId,
+    policy::{PolicyDefaults, PolicyDoc},
 };
 
 use crate::classify::{terms::TermMatcher, CustomCategory, Policy};
@@ -29,11 +33,18 @@ pub struct AccountPolicy {
     pub policy: Policy,
     /// The account's blocklist terms and custom-category keywords.
     pub terms: TermMatcher<AccountTerm>,
+    /// The active policy version (`None` for an account without versions: the service
+    /// defaults decide).
+    pub active: Option<PolicyVersion>,
+    /// The shadow version, if one runs.
+    pub shadow: Option<PolicyVersion>,
+    /// The service defaults, for an account without versions.
+    pub defaults: PolicyDoc,
 }
 
 impl AccountPolicy {
-    /// Compiles `policy`.
-    pub fn new(policy: Policy) -> Self {
+    /// Compiles `policy`, without policy versions (the service `defaults` decide).
+    pub fn new(policy: Policy, defaults: PolicyDefaults) -> Self {
         let blocklist = policy
             .account_terms
             .iter()
@@ -45,35 +56,38 @@ impl AccountPolicy {
                 .map(|keyword| (keyword.clone(), AccountTerm::Custom(category.name.clone())))
         });
         let terms = TermMatcher::new(blocklist.chain(keywords));
-        Self { policy, terms }
+        Self {
+            policy,
+            terms,
+            active: None,
+            shadow: None,
+            defaults: PolicyDoc::defaults(&defaults),
+        }
     }
 }
 
-/// Compiled policies by (account, policy version, NSFW check).
+/// Compiled policies by (account, settings stamp, NSFW check).
 pub struct PolicyCache {
     cache: moka::sync::Cache<(AccountId, i64, bool), Arc<AccountPolicy>>,
-}
-
-impl Default for PolicyCache {
-    fn default() -> Self {
-        Self::new()
-    }
+    defaults: PolicyDefaults,
 }
 
 impl PolicyCache {
-    /// An empty cache holding up to 10,000 accounts' policies for 10 minutes each.
-    pub fn new() -> Self {
+    /// An empty cache holding up to 10,000 accounts' policies for 10 minutes each; accounts
+    /// without policy versions are decided by `defaults`.
+    pub fn new(defaults: PolicyDefaults) -> Self {
         Self {
             cache: moka::sync::Cache::builder()
                 .max_capacity(10_000)
                 .time_to_idle(Duration::from_secs(600))
                 .build(),
+            defaults,
         }
     }
 
-    /// The policy of `job`'s account at the version it was claimed with.
+    /// The policy of `job`'s account at the stamp it was claimed with.
     pub async fn load(&self, pool: &Pool, job: &ClaimedJob) -> Result<Arc<AccountPolicy>, DbError> {
-        let key = (job.account_id, job.policy_version, job.nsfw_check);
+        let key = (job.account_id, job.settings_stamp, job.nsfw_check);
         if let Some(policy) = self.cache.get(&key) {
             return Ok(policy);
         }
@@ -88,11 +102,18 @@ impl PolicyCache {
             })
             .collect();
         let account_terms = db::blocklist::terms(&client, job.account_id).await?;
-        let policy = Arc::new(AccountPolicy::new(Policy {
-            nsfw_check: job.nsfw_check,
-            custom,
-            account_terms,
-        }));
+        let deciding = db::policy_versions::deciding(&client, job.account_id).await?;
+        let mut policy = AccountPolicy::new(
+            Policy {
+                nsfw_check: job.nsfw_check,
+                custom,
+                account_terms,
+            },
+            self.defaults,
+        );
+        policy.active = deciding.active;
+        policy.shadow = deciding.shadow;
+        let policy = Arc::new(policy);
         self.cache.insert(key, policy.clone());
         Ok(policy)
     }

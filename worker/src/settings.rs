@@ -4,19 +4,16 @@ use std::{collections::BTreeMap, net::SocketAddr, path::PathBuf, time::Duration}
 
 use moderation_shared::{
     config::{
-        env_bool, env_millis, env_or, env_raw, extra_ca_pem_from_env, metrics_addr, ConfigError,
+        env_bool, env_millis, env_raw, extra_ca_pem_from_env, metrics_addr, ConfigError,
         DatabaseSettings, RedisSettings,
     },
     domain::Modality,
+    policy::PolicyDefaults,
     queue::QueueSettings,
     url_guard::UrlGuard,
 };
 
 use crate::{classify::openai::OpenAiSettings, models::whisper::SpeechModel};
-
-/// `APP_NSFW_THRESHOLD` when unset: the NSFW score at or above which an image or video is
-/// rejected (docs/models-nsfw.md gives the scores it was chosen from).
-pub const DEFAULT_NSFW_THRESHOLD: f32 = 0.8;
 
 /// Concurrency per modality when `APP_WORKER_CONCURRENCY` does not name it.
 pub const DEFAULT_CONCURRENCY: usize = 8;
@@ -80,12 +77,9 @@ pub struct WorkerSettings {
     pub classifier: ClassifierSettings,
     /// Where the built-in models are and whether they must be there.
     pub models: ModelSettings,
-    /// `APP_NSFW_THRESHOLD`: the NSFW model's score, in [0, 1], at or above which an image or
-    /// video is NSFW (default [`DEFAULT_NSFW_THRESHOLD`]).
-    pub nsfw_threshold: f32,
-    /// `APP_TEXT_THRESHOLD`: a text category the built-in text model scores this or more
-    /// rejects (in (0, 1]; default [`crate::models::text::DEFAULT_THRESHOLD`]).
-    pub text_threshold: f32,
+    /// `APP_TEXT_THRESHOLD` and `APP_NSFW_THRESHOLD`: the service defaults a new account's
+    /// policy version 1 holds; here they decide only for an account without versions.
+    pub policy_defaults: PolicyDefaults,
 }
 
 /// `APP_MODEL_DIR` and `APP_LOCAL_MODELS` (contract 10).
@@ -171,8 +165,7 @@ impl WorkerSettings {
             media_timeout: env_millis("APP_MEDIA_TIMEOUT_MS", Duration::from_secs(120), 1..)?,
             classifier,
             models: ModelSettings::from_env()?,
-            nsfw_threshold: nsfw_threshold_from_env()?,
-            text_threshold: text_threshold_from_env()?,
+            policy_defaults: PolicyDefaults::from_env()?,
         })
     }
 
@@ -196,37 +189,8 @@ impl WorkerSettings {
                 required: false,
                 speech: SpeechModel::default(),
             },
-            nsfw_threshold: DEFAULT_NSFW_THRESHOLD,
-            text_threshold: crate::models::text::DEFAULT_THRESHOLD,
+            policy_defaults: PolicyDefaults::default(),
         }
-    }
-}
-
-/// Reads `APP_NSFW_THRESHOLD`, a number from 0 to 1.
-fn nsfw_threshold_from_env() -> Result<f32, ConfigError> {
-    let threshold = env_or("APP_NSFW_THRESHOLD", DEFAULT_NSFW_THRESHOLD)?;
-    if !(0.0..=1.0).contains(&threshold) {
-        return Err(ConfigError::new(
-            "APP_NSFW_THRESHOLD",
-            format!("expected a number from 0 to 1, got {threshold}"),
-        ));
-    }
-    Ok(threshold)
-}
-
-/// Reads `APP_TEXT_THRESHOLD`, a score in (0, 1].
-fn text_threshold_from_env() -> Result<f32, ConfigError> {
-    let threshold = env_or("APP_TEXT_THRESHOLD", crate::models::text::DEFAULT_THRESHOLD)?;
-    check_threshold(threshold).map_err(|reason| ConfigError::new("APP_TEXT_THRESHOLD", reason))
-}
-
-fn check_threshold(threshold: f32) -> Result<f32, String> {
-    if threshold > 0.0 && threshold <= 1.0 {
-        Ok(threshold)
-    } else {
-        Err(format!(
-            "expected a score above 0 and at most 1, got {threshold}"
-        ))
     }
 }
 
@@ -315,15 +279,6 @@ mod tests {
         assert!(parse_speech_model("large")
             .unwrap_err()
             .contains("base or tiny.en"));
-    }
-
-    #[test]
-    fn text_threshold_accepts_scores_above_zero_up_to_one() {
-        assert_eq!(check_threshold(0.5), Ok(0.5));
-        assert_eq!(check_threshold(1.0), Ok(1.0));
-        assert!(check_threshold(0.0).is_err());
-        assert!(check_threshold(1.5).is_err());
-        assert!(check_threshold(f32::NAN).is_err());
     }
 
     #[test]

@@ -71,6 +71,14 @@ pub const ENDPOINTS: &[Endpoint] = &[
     row(Method::GET, "/api/v1/blocklist", Access::Scope(Scope::SettingsManage)),
     row(Method::POST, "/api/v1/blocklist", Access::Scope(Scope::SettingsManage)),
     row(Method::DELETE, "/api/v1/blocklist", Access::Scope(Scope::SettingsManage)),
+    row(Method::GET, "/api/v1/policy", Access::Scope(Scope::SettingsManage)),
+    row(Method::POST, "/api/v1/policy/versions", Access::Scope(Scope::SettingsManage)),
+    row(Method::GET, "/api/v1/policy/versions/{v}", Access::Scope(Scope::SettingsManage)),
+    row(Method::POST, "/api/v1/policy/versions/{v}/activate", Access::Scope(Scope::SettingsManage)),
+    row(Method::POST, "/api/v1/policy/versions/{v}/shadow", Access::Scope(Scope::SettingsManage)),
+    row(Method::GET, "/api/v1/policy/versions/{v}/impact", Access::Scope(Scope::SettingsManage)),
+    row(Method::DELETE, "/api/v1/policy/shadow", Access::Scope(Scope::SettingsManage)),
+    row(Method::GET, "/api/v1/audit", Access::Scope(Scope::SettingsManage)),
 ];
 
 const fn row(method: Method, path: &'static str, access: Access) -> Endpoint {

@@ -6,7 +6,7 @@ use std::{sync::Arc, time::Duration};
 use actix_web::{dev::Payload, FromRequest, HttpMessage, HttpRequest};
 use moderation_shared::{
     clock,
-    db::{api_keys, api_keys::KeyPrincipal, Pool},
+    db::{api_keys, api_keys::KeyPrincipal, audit_events::Actor, Pool},
     domain::{AccountId, ApiKeyId, Scope},
     keys,
 };
@@ -31,6 +31,13 @@ pub struct Principal {
     pub nsfw_check: bool,
     /// Whether the account is a registry member.
     pub registry_member: bool,
+}
+
+impl Principal {
+    /// The key, as the audit log names who made a change.
+    pub fn actor(&self) -> Actor {
+        Actor::Key(self.key_id)
+    }
 }
 
 impl FromRequest for Principal {

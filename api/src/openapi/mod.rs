@@ -79,6 +79,14 @@ const BEARER: &str = "api_key";
         routes::policies::blocklist::list,
         routes::policies::blocklist::add,
         routes::policies::blocklist::remove,
+        routes::policy::overview,
+        routes::policy::create,
+        routes::policy::get_version,
+        routes::policy::activate,
+        routes::policy::shadow,
+        routes::policy::stop_shadow,
+        routes::policy::impact,
+        routes::audit::list,
     ),
     components(schemas(ErrorBody, routes::submissions::Accepted)),
     tags(
@@ -89,6 +97,9 @@ const BEARER: &str = "api_key";
         (name = "account", description = "The caller's key and the account's usage."),
         (name = "registry", description = "The Shared Registry of banned users (members only)."),
         (name = "policies", description = "The account's custom categories and blocklist."),
+        (name = "policy", description = "Policy versions: per-category thresholds and modes, \
+                                      shadow runs, rollback and the impact preview."),
+        (name = "audit", description = "The account's audit log."),
         (name = "operations", description = "Health, metrics and this document."),
     )
 )]

@@ -130,10 +130,36 @@ pub struct JobView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(schema_with = scores_schema)]
     scores: Option<Value>,
+    /// The active policy version that decided it; present once completed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    policy_version: Option<i32>,
+    /// What the shadow policy version would have decided, when one ran (never in a webhook).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    shadow: Option<ShadowView>,
+    /// Text and audio jobs: the detected language of the text or the speech (ISO 639-1),
+    /// `null` when unknown; absent for images and videos.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, pattern = "^[a-z]{2}$")]
+    language: Option<Option<String>>,
     /// Why it failed; present only on failed jobs.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     error: Option<JobError>,
+}
+
+/// The shadow policy version's decision on a job.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ShadowView {
+    /// The shadow version.
+    policy_version: i32,
+    /// Whether it would reject the job.
+    is_prohibited: bool,
+    /// The categories it would set, when the job has any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = categories_schema)]
+    categories: Option<Value>,
 }
 
 /// Why a job failed.
@@ -191,6 +217,7 @@ impl From<Job> for JobView {
     fn from(job: Job) -> Self {
         let decided = job.status == JobStatus::Completed;
         let prohibited = job.is_prohibited.filter(|_| decided);
+        let spoken_or_written = matches!(job.kind.as_str(), "text" | "audio" | "chat");
         Self {
             job_id: job.id,
             kind: job.kind,
@@ -201,6 +228,12 @@ impl From<Job> for JobView {
             reason: job.reason.filter(|_| prohibited == Some(true)),
             categories: job.categories,
             scores: job.scores.filter(|_| decided),
+            policy_version: job.policy_version.filter(|_| decided),
+            shadow: job
+                .shadow
+                .filter(|_| decided)
+                .and_then(|shadow| serde_json::from_value(shadow).ok()),
+            language: spoken_or_written.then_some(job.language),
             error: (job.status == JobStatus::Failed).then(|| JobError {
                 code: job.error_code.unwrap_or(FailureCode::Internal).as_str(),
                 message: job

@@ -6,6 +6,7 @@ use actix_web::{web, HttpResponse, Resource};
 
 use crate::error::ApiError;
 
+pub mod audit;
 mod cursor;
 pub mod deliveries;
 pub mod export;
@@ -13,6 +14,7 @@ pub mod health;
 pub mod jobs;
 pub mod me;
 pub mod policies;
+pub mod policy;
 pub mod registry;
 pub mod submissions;
 pub mod usage;

@@ -136,8 +136,10 @@ pub(crate) async fn register(
         .await
         .map_err(|e| ApiError::InvalidRequest(format!("url: {e}")))?;
     let url = checked.url.to_string();
-    let client = state.pool.get().await?;
-    let updated_at = webhooks::set_url(&client, principal.account_id, &url).await?;
+    let mut client = state.pool.get().await?;
+    let tx = client.transaction().await?;
+    let updated_at = webhooks::set_url(&tx, principal.account_id, principal.actor(), &url).await?;
+    tx.commit().await?;
     Ok(HttpResponse::Ok().json(Registered {
         url,
         updated_at: format_millis(updated_at),
@@ -163,8 +165,10 @@ pub(crate) async fn clear(
     state: web::Data<AppState>,
     principal: Principal,
 ) -> Result<HttpResponse, ApiError> {
-    let client = state.pool.get().await?;
-    webhooks::clear_url(&client, principal.account_id).await?;
+    let mut client = state.pool.get().await?;
+    let tx = client.transaction().await?;
+    webhooks::clear_url(&tx, principal.account_id, principal.actor()).await?;
+    tx.commit().await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -229,14 +233,16 @@ pub(crate) async fn rotate(
     principal: Principal,
 ) -> Result<HttpResponse, ApiError> {
     let mut client = state.pool.get().await?;
-    let tx = client
-        .transaction()
-        .await
-        .map_err(|e| ApiError::from(moderation_shared::db::DbError::from(e)))?;
+    let tx = client.transaction().await?;
     let grace = Duration::from_secs(GRACE_HOURS * 3600);
-    let active = webhooks::rotate(&tx, &state.encryption_key, principal.account_id, grace).await?;
-    tx.commit()
-        .await
-        .map_err(|e| ApiError::from(moderation_shared::db::DbError::from(e)))?;
+    let active = webhooks::rotate(
+        &tx,
+        &state.encryption_key,
+        principal.account_id,
+        principal.actor(),
+        grace,
+    )
+    .await?;
+    tx.commit().await?;
     Ok(HttpResponse::Created().json(revealed(&active)))
 }

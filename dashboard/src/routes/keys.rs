@@ -123,14 +123,23 @@ async fn create(
             "Choose at least one scope for the key.".to_owned(),
         ));
     }
-    let client = state.pool.get().await.map_err(anyhow::Error::from)?;
-    let issued = provisioning::issue_key(&client, session.account(), name, Some(&scopes), None)
-        .await
-        .map_err(|err| match err {
-            ProvisionError::Db(err) => err.into(),
-            ProvisionError::Random(err) => DashboardError::Internal(err.into()),
-            other => DashboardError::BadRequest(other.to_string()),
-        })?;
+    let mut client = state.pool.get().await?;
+    let tx = client.transaction().await?;
+    let issued = provisioning::issue_key(
+        &tx,
+        session.actor(),
+        session.account(),
+        name,
+        Some(&scopes),
+        None,
+    )
+    .await
+    .map_err(|err| match err {
+        ProvisionError::Db(err) => err.into(),
+        ProvisionError::Random(err) => DashboardError::Internal(err.into()),
+        other => DashboardError::BadRequest(other.to_string()),
+    })?;
+    tx.commit().await?;
     tracing::info!(key = %issued.key_id, account = %session.account(), "Key created from the dashboard");
     state
         .sessions
@@ -167,10 +176,12 @@ async fn rename(
     path: web::Path<String>,
     posted: Posted,
 ) -> Result<HttpResponse, DashboardError> {
-    let (id, client) = owned_key(&state, &posted.session, &path).await?;
+    let (id, mut client) = owned_key(&state, &posted.session, &path).await?;
     let name = checked_name(posted.fields.get("name"))?
         .ok_or_else(|| DashboardError::BadRequest("Enter a name for the key.".to_owned()))?;
-    api_keys::rename(&client, id, name).await?;
+    let tx = client.transaction().await?;
+    api_keys::rename(&tx, posted.session.actor(), id, name).await?;
+    tx.commit().await?;
     Ok(see_other("/keys"))
 }
 
@@ -179,8 +190,10 @@ async fn disable(
     path: web::Path<String>,
     posted: Posted,
 ) -> Result<HttpResponse, DashboardError> {
-    let (id, client) = owned_key(&state, &posted.session, &path).await?;
-    api_keys::set_enabled(&client, id, false).await?;
+    let (id, mut client) = owned_key(&state, &posted.session, &path).await?;
+    let tx = client.transaction().await?;
+    api_keys::set_enabled(&tx, posted.session.actor(), id, false).await?;
+    tx.commit().await?;
     Ok(see_other("/keys"))
 }
 
@@ -189,8 +202,10 @@ async fn enable(
     path: web::Path<String>,
     posted: Posted,
 ) -> Result<HttpResponse, DashboardError> {
-    let (id, client) = owned_key(&state, &posted.session, &path).await?;
-    api_keys::set_enabled(&client, id, true).await?;
+    let (id, mut client) = owned_key(&state, &posted.session, &path).await?;
+    let tx = client.transaction().await?;
+    api_keys::set_enabled(&tx, posted.session.actor(), id, true).await?;
+    tx.commit().await?;
     Ok(see_other("/keys"))
 }
 
@@ -199,7 +214,9 @@ async fn delete(
     path: web::Path<String>,
     posted: Posted,
 ) -> Result<HttpResponse, DashboardError> {
-    let (id, client) = owned_key(&state, &posted.session, &path).await?;
-    api_keys::delete(&client, id).await?;
+    let (id, mut client) = owned_key(&state, &posted.session, &path).await?;
+    let tx = client.transaction().await?;
+    api_keys::delete(&tx, posted.session.actor(), id).await?;
+    tx.commit().await?;
     Ok(see_other("/keys"))
 }

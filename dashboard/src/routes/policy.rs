@@ -181,17 +181,18 @@ async fn create_category(
         keywords: &keywords,
         enabled: true,
     };
-    let message = match custom_categories::insert(&tx, session.account(), &new).await? {
-        Inserted::Created(_) => {
-            tx.commit().await.map_err(anyhow::Error::from)?;
-            return Ok(see_other("/policy"));
-        }
-        Inserted::DuplicateName => format!("A category named {name:?} exists already."),
-        Inserted::LimitReached => format!(
-            "An account may have at most {} custom categories.",
-            custom_categories::MAX_PER_ACCOUNT
-        ),
-    };
+    let message =
+        match custom_categories::insert(&tx, session.account(), session.actor(), &new).await? {
+            Inserted::Created(_) => {
+                tx.commit().await.map_err(anyhow::Error::from)?;
+                return Ok(see_other("/policy"));
+            }
+            Inserted::DuplicateName => format!("A category named {name:?} exists already."),
+            Inserted::LimitReached => format!(
+                "An account may have at most {} custom categories.",
+                custom_categories::MAX_PER_ACCOUNT
+            ),
+        };
     drop(tx);
     drop(client);
     page(&state, &session, Some(refuse(message))).await
@@ -239,7 +240,7 @@ async fn edit_category(
         keywords: Some(&keywords),
         enabled: None,
     };
-    custom_categories::update(&tx, session.account(), id, &change)
+    custom_categories::update(&tx, session.account(), session.actor(), id, &change)
         .await?
         .ok_or(DashboardError::NotFound)?;
     tx.commit().await.map_err(anyhow::Error::from)?;
@@ -264,9 +265,15 @@ async fn toggle_category(
         enabled: Some(enabled),
         ..CategoryChange::default()
     };
-    custom_categories::update(&tx, posted.session.account(), id, &change)
-        .await?
-        .ok_or(DashboardError::NotFound)?;
+    custom_categories::update(
+        &tx,
+        posted.session.account(),
+        posted.session.actor(),
+        id,
+        &change,
+    )
+    .await?
+    .ok_or(DashboardError::NotFound)?;
     tx.commit().await.map_err(anyhow::Error::from)?;
     Ok(see_other("/policy"))
 }
@@ -280,7 +287,8 @@ async fn delete_category(
     let id = category_id(&path)?;
     let mut client = state.pool.get().await.map_err(anyhow::Error::from)?;
     let tx = client.transaction().await.map_err(anyhow::Error::from)?;
-    if !custom_categories::delete(&tx, posted.session.account(), id).await? {
+    if !custom_categories::delete(&tx, posted.session.account(), posted.session.actor(), id).await?
+    {
         return Err(DashboardError::NotFound);
     }
     tx.commit().await.map_err(anyhow::Error::from)?;
@@ -300,7 +308,14 @@ async fn add_terms(
     )?;
     let mut client = state.pool.get().await.map_err(anyhow::Error::from)?;
     let tx = client.transaction().await.map_err(anyhow::Error::from)?;
-    match blocklist::add(&tx, posted.session.account(), &terms).await? {
+    match blocklist::add(
+        &tx,
+        posted.session.account(),
+        posted.session.actor(),
+        &terms,
+    )
+    .await?
+    {
         Added::Stored(_) => tx.commit().await.map_err(anyhow::Error::from)?,
         Added::LimitExceeded { .. } => {
             return Err(DashboardError::BadRequest(format!(
@@ -323,7 +338,13 @@ async fn remove_term(
         .ok_or_else(|| DashboardError::BadRequest("Name the term to remove.".to_owned()))?;
     let mut client = state.pool.get().await.map_err(anyhow::Error::from)?;
     let tx = client.transaction().await.map_err(anyhow::Error::from)?;
-    blocklist::remove(&tx, posted.session.account(), &[term.to_owned()]).await?;
+    blocklist::remove(
+        &tx,
+        posted.session.account(),
+        posted.session.actor(),
+        &[term.to_owned()],
+    )
+    .await?;
     tx.commit().await.map_err(anyhow::Error::from)?;
     Ok(see_other("/policy"))
 }

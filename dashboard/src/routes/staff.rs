@@ -75,10 +75,12 @@ async fn terminate(
 ) -> Result<HttpResponse, DashboardError> {
     posted.session.require(Scope::AdminConfig)?;
     let id: AccountId = path.parse().map_err(|_| DashboardError::NotFound)?;
-    let client = state.pool.get().await.map_err(anyhow::Error::from)?;
-    accounts::terminate(&client, id)
+    let mut client = state.pool.get().await?;
+    let tx = client.transaction().await?;
+    accounts::terminate(&tx, posted.session.actor(), id)
         .await?
         .ok_or(DashboardError::NotFound)?;
+    tx.commit().await?;
     tracing::warn!(account = %id, by = %posted.session.user.id, "Account terminated from the dashboard");
     Ok(see_other("/staff/accounts"))
 }

@@ -112,8 +112,11 @@ async fn set_url(
         .check(raw, UrlUse::Webhook)
         .await
         .map_err(|e| DashboardError::BadRequest(format!("The URL was refused: {e}.")))?;
-    let client = state.pool.get().await.map_err(anyhow::Error::from)?;
-    webhooks::set_url(&client, posted.session.account(), checked.url.as_str()).await?;
+    let mut client = state.pool.get().await?;
+    let tx = client.transaction().await?;
+    let (account, actor) = (posted.session.account(), posted.session.actor());
+    webhooks::set_url(&tx, account, actor, checked.url.as_str()).await?;
+    tx.commit().await?;
     Ok(see_other("/webhooks"))
 }
 
@@ -121,8 +124,10 @@ async fn clear_url(
     state: web::Data<AppState>,
     posted: Posted,
 ) -> Result<HttpResponse, DashboardError> {
-    let client = state.pool.get().await.map_err(anyhow::Error::from)?;
-    webhooks::clear_url(&client, posted.session.account()).await?;
+    let mut client = state.pool.get().await?;
+    let tx = client.transaction().await?;
+    webhooks::clear_url(&tx, posted.session.account(), posted.session.actor()).await?;
+    tx.commit().await?;
     Ok(see_other("/webhooks"))
 }
 
@@ -133,7 +138,8 @@ async fn rotate(
     let mut client = state.pool.get().await.map_err(anyhow::Error::from)?;
     let tx = client.transaction().await.map_err(anyhow::Error::from)?;
     let grace = Duration::from_secs(ROTATION_GRACE_HOURS * 3600);
-    webhooks::rotate(&tx, &state.encryption_key, posted.session.account(), grace).await?;
+    let (account, actor) = (posted.session.account(), posted.session.actor());
+    webhooks::rotate(&tx, &state.encryption_key, account, actor, grace).await?;
     tx.commit().await.map_err(anyhow::Error::from)?;
     tracing::info!(account = %posted.session.account(), "Webhook secret rotated from the dashboard");
     Ok(see_other("/webhooks"))

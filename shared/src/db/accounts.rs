@@ -4,8 +4,11 @@ use serde::Serialize;
 use time::OffsetDateTime;
 use tokio_postgres::Row;
 
-use super::{DbError, GenericClient};
-use crate::domain::AccountId;
+use super::{
+    audit_events::{self, Actor, Target},
+    DbError, GenericClient,
+};
+use crate::domain::{AccountId, AuditAction};
 
 /// An account and its plan.
 #[derive(Debug, Clone, Serialize)]
@@ -104,9 +107,11 @@ pub async fn list(
         .collect())
 }
 
-/// Terminates an account. Terminating twice keeps the first time.
+/// Terminates an account, recorded in the audit log (`account.terminated`). Terminating twice
+/// keeps the first time. Run it in a transaction.
 pub async fn terminate(
     client: &impl GenericClient,
+    actor: Actor,
     id: AccountId,
 ) -> Result<Option<Account>, DbError> {
     let stmt = client
@@ -115,16 +120,31 @@ pub async fn terminate(
              WHERE id = $1 RETURNING {COLUMNS}"
         ))
         .await?;
-    Ok(client
+    let Some(account) = client
         .query_opt(&stmt, &[&id.0])
         .await?
         .as_ref()
-        .map(Account::from_row))
+        .map(Account::from_row)
+    else {
+        return Ok(None);
+    };
+    audit_events::record(
+        client,
+        id,
+        actor,
+        AuditAction::AccountTerminated,
+        &Target::new("account", id),
+        serde_json::json!({}),
+    )
+    .await?;
+    Ok(Some(account))
 }
 
-/// Applies a plan update.
+/// Applies a plan update, recorded in the audit log (`account.changed`, with the fields given).
+/// Run it in a transaction.
 pub async fn update_plan(
     client: &impl GenericClient,
+    actor: Actor,
     id: AccountId,
     update: &PlanUpdate,
 ) -> Result<Option<Account>, DbError> {
@@ -151,33 +171,50 @@ pub async fn update_plan(
             ],
         )
         .await?;
-    Ok(row.as_ref().map(Account::from_row))
+    let Some(account) = row.as_ref().map(Account::from_row) else {
+        return Ok(None);
+    };
+    audit_events::record(
+        client,
+        id,
+        actor,
+        AuditAction::AccountChanged,
+        &Target::new("account", id),
+        serde_json::json!({
+            "rate_per_minute": update.rate_per_minute,
+            "check_quota_daily": update.check_quota_daily,
+            "nsfw_check": update.nsfw_check,
+            "registry_member": update.registry_member,
+        }),
+    )
+    .await?;
+    Ok(Some(account))
 }
 
 /// What a worker reads about an account for each job: the switches its result depends on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PolicyStamp {
+pub struct SettingsStamp {
     /// Whether image and video jobs run the NSFW check.
     pub nsfw_check: bool,
     /// Bumped by every change to the account's custom categories or blocklist terms: matchers
     /// compiled for an older version are stale.
-    pub policy_version: i64,
+    pub settings_stamp: i64,
 }
 
 /// The policy stamp of `id`, or `None` when there is no such account.
-pub async fn policy_stamp(
+pub async fn settings_stamp(
     client: &impl GenericClient,
     id: AccountId,
-) -> Result<Option<PolicyStamp>, DbError> {
+) -> Result<Option<SettingsStamp>, DbError> {
     let stmt = client
-        .prepare_cached("SELECT nsfw_check, policy_version FROM accounts WHERE id = $1")
+        .prepare_cached("SELECT nsfw_check, settings_stamp FROM accounts WHERE id = $1")
         .await?;
     Ok(client
         .query_opt(&stmt, &[&id.0])
         .await?
-        .map(|row| PolicyStamp {
+        .map(|row| SettingsStamp {
             nsfw_check: row.get("nsfw_check"),
-            policy_version: row.get("policy_version"),
+            settings_stamp: row.get("settings_stamp"),
         }))
 }
 
@@ -185,14 +222,14 @@ pub async fn policy_stamp(
 /// account). It also locks the account row until the transaction ends, which serialises
 /// concurrent changes to the account's policy: every change to its custom categories or
 /// blocklist calls it first, in the same transaction.
-pub async fn bump_policy_version(
+pub async fn bump_settings_stamp(
     client: &impl GenericClient,
     id: AccountId,
 ) -> Result<Option<i64>, DbError> {
     let stmt = client
         .prepare_cached(
-            "UPDATE accounts SET policy_version = policy_version + 1 WHERE id = $1 \
-             RETURNING policy_version",
+            "UPDATE accounts SET settings_stamp = settings_stamp + 1 WHERE id = $1 \
+             RETURNING settings_stamp",
         )
         .await?;
     Ok(client

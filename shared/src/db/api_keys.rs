@@ -4,8 +4,11 @@ use serde::Serialize;
 use time::OffsetDateTime;
 use tokio_postgres::Row;
 
-use super::{DbError, GenericClient};
-use crate::domain::{AccountId, ApiKeyId, Scope};
+use super::{
+    audit_events::{self, Actor, Target},
+    DbError, GenericClient,
+};
+use crate::domain::{AccountId, ApiKeyId, AuditAction, Scope};
 
 /// A stored key (never its value).
 #[derive(Debug, Clone, Serialize)]
@@ -122,9 +125,11 @@ pub async fn insert(client: &impl GenericClient, key: &NewApiKey<'_>) -> Result<
     Ok(ApiKey::from_row(&row))
 }
 
-/// Enables or disables a key that is not deleted.
+/// Enables or disables a key that is not deleted, recorded in the audit log (`key.enabled`,
+/// `key.disabled`). Run it in a transaction.
 pub async fn set_enabled(
     client: &impl GenericClient,
+    actor: Actor,
     id: ApiKeyId,
     enabled: bool,
 ) -> Result<Option<ApiKey>, DbError> {
@@ -134,31 +139,44 @@ pub async fn set_enabled(
              RETURNING {COLUMNS}"
         ))
         .await?;
-    Ok(client
-        .query_opt(&stmt, &[&id.0, &enabled])
-        .await?
-        .as_ref()
-        .map(ApiKey::from_row))
+    let row = client.query_opt(&stmt, &[&id.0, &enabled]).await?;
+    let action = if enabled {
+        AuditAction::KeyEnabled
+    } else {
+        AuditAction::KeyDisabled
+    };
+    audited(client, actor, action, row, serde_json::json!({})).await
 }
 
-/// Deletes a key. The row stays, so jobs keep their `api_key_id`; its name stops resolving.
-pub async fn delete(client: &impl GenericClient, id: ApiKeyId) -> Result<Option<ApiKey>, DbError> {
+/// Deletes a key, recorded in the audit log (`key.deleted`). The row stays, so jobs keep their
+/// `api_key_id`; its name stops resolving. Run it in a transaction.
+pub async fn delete(
+    client: &impl GenericClient,
+    actor: Actor,
+    id: ApiKeyId,
+) -> Result<Option<ApiKey>, DbError> {
     let stmt = client
         .prepare_cached(&format!(
             "UPDATE api_keys SET deleted_at = coalesce(deleted_at, now()), enabled = false \
              WHERE id = $1 RETURNING {COLUMNS}"
         ))
         .await?;
-    Ok(client
-        .query_opt(&stmt, &[&id.0])
-        .await?
-        .as_ref()
-        .map(ApiKey::from_row))
+    let row = client.query_opt(&stmt, &[&id.0]).await?;
+    audited(
+        client,
+        actor,
+        AuditAction::KeyDeleted,
+        row,
+        serde_json::json!({}),
+    )
+    .await
 }
 
-/// Renames a key that is not deleted.
+/// Renames a key that is not deleted, recorded in the audit log (`key.renamed`). Run it in a
+/// transaction.
 pub async fn rename(
     client: &impl GenericClient,
+    actor: Actor,
     id: ApiKeyId,
     name: &str,
 ) -> Result<Option<ApiKey>, DbError> {
@@ -167,11 +185,38 @@ pub async fn rename(
             "UPDATE api_keys SET name = $2 WHERE id = $1 AND deleted_at IS NULL RETURNING {COLUMNS}"
         ))
         .await?;
-    Ok(client
-        .query_opt(&stmt, &[&id.0, &name])
-        .await?
-        .as_ref()
-        .map(ApiKey::from_row))
+    let row = client.query_opt(&stmt, &[&id.0, &name]).await?;
+    audited(
+        client,
+        actor,
+        AuditAction::KeyRenamed,
+        row,
+        serde_json::json!({ "name": name }),
+    )
+    .await
+}
+
+/// The key of `row`, its change recorded in the audit log as `action`.
+async fn audited(
+    client: &impl GenericClient,
+    actor: Actor,
+    action: AuditAction,
+    row: Option<Row>,
+    detail: serde_json::Value,
+) -> Result<Option<ApiKey>, DbError> {
+    let Some(key) = row.as_ref().map(ApiKey::from_row) else {
+        return Ok(None);
+    };
+    audit_events::record(
+        client,
+        key.account_id,
+        actor,
+        action,
+        &Target::new("key", key.key_id),
+        detail,
+    )
+    .await?;
+    Ok(Some(key))
 }
 
 /// A key of `account` on the dashboard's list: the key and when it was last used.

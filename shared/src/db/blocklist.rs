@@ -1,12 +1,17 @@
 //! The `blocklist_terms` table: an account's own blocklist, added to the service's global list.
 //!
-//! Every change bumps the account's `policy_version` first, in the same transaction; that also
+//! Every change bumps the account's `settings_stamp` first, in the same transaction; that also
 //! locks the account row, so concurrent changes to one account's list run one after the other
-//! and the per-account limit holds. Run the changing functions in a transaction, and commit
-//! only when they report a change.
+//! and the per-account limit holds. A change is recorded in the audit log
+//! (`blocklist.changed`, with the terms added or removed). Run the changing functions in a
+//! transaction, and commit only when they report a change.
 
-use super::{accounts, DbError, GenericClient};
-use crate::domain::AccountId;
+use super::{
+    accounts,
+    audit_events::{self, Actor, Target},
+    DbError, GenericClient,
+};
+use crate::domain::{AccountId, AuditAction};
 
 /// The most terms one account may hold.
 pub const MAX_PER_ACCOUNT: usize = 10_000;
@@ -43,9 +48,10 @@ pub async fn terms(
 pub async fn add(
     client: &impl GenericClient,
     account: AccountId,
+    actor: Actor,
     new: &[String],
 ) -> Result<Added, DbError> {
-    accounts::bump_policy_version(client, account).await?;
+    accounts::bump_settings_stamp(client, account).await?;
     let stmt = client
         .prepare_cached(
             "SELECT (SELECT count(*) FROM blocklist_terms WHERE account_id = $1), \
@@ -64,11 +70,26 @@ pub async fn add(
     let stmt = client
         .prepare_cached(
             "INSERT INTO blocklist_terms (account_id, term) \
-             SELECT $1, term FROM unnest($2::text[]) AS n(term) ON CONFLICT DO NOTHING",
+             SELECT $1, term FROM unnest($2::text[]) AS n(term) ON CONFLICT DO NOTHING \
+             RETURNING term",
         )
         .await?;
-    let stored = client.execute(&stmt, &[&account.0, &new]).await?;
-    Ok(Added::Stored(usize::try_from(stored).unwrap_or(usize::MAX)))
+    let stored: Vec<String> = client
+        .query(&stmt, &[&account.0, &new])
+        .await?
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    if !stored.is_empty() {
+        audit(
+            client,
+            account,
+            actor,
+            serde_json::json!({ "added": stored }),
+        )
+        .await?;
+    }
+    Ok(Added::Stored(stored.len()))
 }
 
 /// Removes `old` terms from `account`'s list (absent ones are ignored) and returns how many
@@ -76,12 +97,47 @@ pub async fn add(
 pub async fn remove(
     client: &impl GenericClient,
     account: AccountId,
+    actor: Actor,
     old: &[String],
 ) -> Result<usize, DbError> {
-    accounts::bump_policy_version(client, account).await?;
+    accounts::bump_settings_stamp(client, account).await?;
     let stmt = client
-        .prepare_cached("DELETE FROM blocklist_terms WHERE account_id = $1 AND term = ANY($2)")
+        .prepare_cached(
+            "DELETE FROM blocklist_terms WHERE account_id = $1 AND term = ANY($2) RETURNING term",
+        )
         .await?;
-    let removed = client.execute(&stmt, &[&account.0, &old]).await?;
-    Ok(usize::try_from(removed).unwrap_or(usize::MAX))
+    let removed: Vec<String> = client
+        .query(&stmt, &[&account.0, &old])
+        .await?
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    if !removed.is_empty() {
+        audit(
+            client,
+            account,
+            actor,
+            serde_json::json!({ "removed": removed }),
+        )
+        .await?;
+    }
+    Ok(removed.len())
+}
+
+/// Records a change of `account`'s list in the audit log.
+async fn audit(
+    client: &impl GenericClient,
+    account: AccountId,
+    actor: Actor,
+    detail: serde_json::Value,
+) -> Result<(), DbError> {
+    audit_events::record(
+        client,
+        account,
+        actor,
+        AuditAction::BlocklistChanged,
+        &Target::whole("blocklist"),
+        detail,
+    )
+    .await
 }

@@ -1,16 +1,21 @@
 //! The `custom_categories` table: an account's own categories, matched by keyword by the local
 //! classifier and described to a model.
 //!
-//! Every change bumps the account's `policy_version` first, in the same transaction; that also
+//! Every change bumps the account's `settings_stamp` first, in the same transaction; that also
 //! locks the account row, so concurrent changes to one account's categories run one after the
-//! other and the per-account limit holds. Run the changing functions in a transaction, and
-//! commit only when they report a change.
+//! other and the per-account limit holds. Each change is recorded in the audit log
+//! (`custom_category.changed`) by the actor given. Run the changing functions in a transaction,
+//! and commit only when they report a change.
 
 use time::OffsetDateTime;
 use tokio_postgres::Row;
 
-use super::{accounts, DbError, GenericClient};
-use crate::domain::{AccountId, CustomCategoryId};
+use super::{
+    accounts,
+    audit_events::{self, Actor, Target},
+    DbError, GenericClient,
+};
+use crate::domain::{AccountId, AuditAction, CustomCategoryId};
 
 /// The most custom categories one account may have.
 pub const MAX_PER_ACCOUNT: usize = 20;
@@ -135,9 +140,10 @@ pub async fn exists(
 pub async fn insert(
     client: &impl GenericClient,
     account: AccountId,
+    actor: Actor,
     new: &NewCategory<'_>,
 ) -> Result<Inserted, DbError> {
-    accounts::bump_policy_version(client, account).await?;
+    accounts::bump_settings_stamp(client, account).await?;
     let stmt = client
         .prepare_cached(
             "SELECT count(*), count(*) FILTER (WHERE name = $2) \
@@ -170,7 +176,19 @@ pub async fn insert(
             ],
         )
         .await?;
-    Ok(Inserted::Created(CustomCategoryRow::from_row(&row)))
+    let created = CustomCategoryRow::from_row(&row);
+    audit(
+        client,
+        account,
+        actor,
+        &created,
+        serde_json::json!({
+            "change": "created", "name": created.name, "description": created.description,
+            "keywords": created.keywords, "enabled": created.enabled,
+        }),
+    )
+    .await?;
+    Ok(Inserted::Created(created))
 }
 
 /// Applies `change` to `account`'s category `id`: the changed category, or `None` when the
@@ -178,10 +196,11 @@ pub async fn insert(
 pub async fn update(
     client: &impl GenericClient,
     account: AccountId,
+    actor: Actor,
     id: CustomCategoryId,
     change: &CategoryChange<'_>,
 ) -> Result<Option<CustomCategoryRow>, DbError> {
-    accounts::bump_policy_version(client, account).await?;
+    accounts::bump_settings_stamp(client, account).await?;
     let stmt = client
         .prepare_cached(&format!(
             "UPDATE custom_categories SET description = coalesce($3, description), \
@@ -202,7 +221,21 @@ pub async fn update(
             ],
         )
         .await?;
-    Ok(row.as_ref().map(CustomCategoryRow::from_row))
+    let Some(changed) = row.as_ref().map(CustomCategoryRow::from_row) else {
+        return Ok(None);
+    };
+    let mut detail = serde_json::json!({"change": "changed", "name": changed.name});
+    if change.description.is_some() {
+        detail["description"] = changed.description.clone().into();
+    }
+    if change.keywords.is_some() {
+        detail["keywords"] = changed.keywords.clone().into();
+    }
+    if let Some(enabled) = change.enabled {
+        detail["enabled"] = enabled.into();
+    }
+    audit(client, account, actor, &changed, detail).await?;
+    Ok(Some(changed))
 }
 
 /// Deletes `account`'s category `id`: `false` when the account has no such category. Run it in
@@ -210,11 +243,39 @@ pub async fn update(
 pub async fn delete(
     client: &impl GenericClient,
     account: AccountId,
+    actor: Actor,
     id: CustomCategoryId,
 ) -> Result<bool, DbError> {
-    accounts::bump_policy_version(client, account).await?;
+    accounts::bump_settings_stamp(client, account).await?;
     let stmt = client
-        .prepare_cached("DELETE FROM custom_categories WHERE account_id = $1 AND id = $2")
+        .prepare_cached(&format!(
+            "DELETE FROM custom_categories WHERE account_id = $1 AND id = $2 RETURNING {COLUMNS}"
+        ))
         .await?;
-    Ok(client.execute(&stmt, &[&account.0, &id.0]).await? == 1)
+    let Some(row) = client.query_opt(&stmt, &[&account.0, &id.0]).await? else {
+        return Ok(false);
+    };
+    let deleted = CustomCategoryRow::from_row(&row);
+    let detail = serde_json::json!({"change": "deleted", "name": deleted.name});
+    audit(client, account, actor, &deleted, detail).await?;
+    Ok(true)
+}
+
+/// Records a change of `category` in the audit log.
+async fn audit(
+    client: &impl GenericClient,
+    account: AccountId,
+    actor: Actor,
+    category: &CustomCategoryRow,
+    detail: serde_json::Value,
+) -> Result<(), DbError> {
+    audit_events::record(
+        client,
+        account,
+        actor,
+        AuditAction::CustomCategoryChanged,
+        &Target::new("custom_category", category.id),
+        detail,
+    )
+    .await
 }

@@ -3,8 +3,11 @@
 use time::OffsetDateTime;
 use tokio_postgres::Row;
 
-use super::{DbError, GenericClient};
-use crate::domain::{AccountId, DashboardUserId};
+use super::{
+    audit_events::{self, Actor, Target},
+    DbError, GenericClient,
+};
+use crate::domain::{AccountId, AuditAction, DashboardUserId};
 
 /// A dashboard user with what a session needs of its account.
 #[derive(Debug, Clone)]
@@ -56,9 +59,11 @@ pub fn is_duplicate_email(err: &DbError) -> bool {
     matches!(err, DbError::Query(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION))
 }
 
-/// Stores a new user of `account`; `password_hash` must be an Argon2id PHC string.
+/// Stores a new user of `account`, recorded in the audit log (`user.created`);
+/// `password_hash` must be an Argon2id PHC string. Run it in a transaction.
 pub async fn insert(
     client: &impl GenericClient,
+    actor: Actor,
     account: AccountId,
     email: &str,
     password_hash: &str,
@@ -74,6 +79,15 @@ pub async fn insert(
     client
         .execute(&stmt, &[&id.0, &account.0, &email, &password_hash, &staff])
         .await?;
+    audit_events::record(
+        client,
+        account,
+        actor,
+        AuditAction::UserCreated,
+        &Target::new("user", id),
+        serde_json::json!({ "email": email, "staff": staff }),
+    )
+    .await?;
     Ok(id)
 }
 
@@ -107,13 +121,31 @@ pub async fn get(
         .map(DashboardUser::from_row))
 }
 
-/// Disables a user: it can no longer sign in, and its sessions end at their next request.
-/// `false` when no such user exists.
-pub async fn disable(client: &impl GenericClient, id: DashboardUserId) -> Result<bool, DbError> {
+/// Disables a user, recorded in the audit log (`user.disabled`): it can no longer sign in, and
+/// its sessions end at their next request. `false` when no such user exists. Run it in a
+/// transaction.
+pub async fn disable(
+    client: &impl GenericClient,
+    actor: Actor,
+    id: DashboardUserId,
+) -> Result<bool, DbError> {
     let stmt = client
         .prepare_cached(
-            "UPDATE dashboard_users SET disabled_at = coalesce(disabled_at, now()) WHERE id = $1",
+            "UPDATE dashboard_users SET disabled_at = coalesce(disabled_at, now()) WHERE id = $1 \
+             RETURNING account_id",
         )
         .await?;
-    Ok(client.execute(&stmt, &[&id.0]).await? == 1)
+    let Some(row) = client.query_opt(&stmt, &[&id.0]).await? else {
+        return Ok(false);
+    };
+    audit_events::record(
+        client,
+        AccountId(row.get(0)),
+        actor,
+        AuditAction::UserDisabled,
+        &Target::new("user", id),
+        serde_json::json!({}),
+    )
+    .await?;
+    Ok(true)
 }

@@ -18,20 +18,22 @@ use uuid::Uuid;
 use tokio_postgres::types::Type;
 
 use super::{BatchClient, DbError, GenericClient};
-use crate::domain::{AccountId, DeliveryId, DeliveryState, JobId};
+use crate::domain::{AccountId, DeliveryId, DeliveryState, JobId, WebhookEvent};
 
 /// The channel a new delivery or a resend is announced on.
 pub const CHANNEL: &str = "deliveries";
 /// The channel a recover is announced on.
 pub const RECOVERIES_CHANNEL: &str = "delivery_recoveries";
 
-/// A delivery to store when its job completes.
+/// A delivery to store.
 #[derive(Debug, Clone)]
 pub struct NewDelivery {
     /// The delivery id (`delivery_id`, `webhook-id`).
     pub id: DeliveryId,
-    /// The job.
-    pub job_id: JobId,
+    /// What it tells.
+    pub event: WebhookEvent,
+    /// The job it is about (`None` for a ping).
+    pub job_id: Option<JobId>,
     /// The account.
     pub account_id: AccountId,
     /// Where to send it.
@@ -40,8 +42,8 @@ pub struct NewDelivery {
     pub body: Vec<u8>,
 }
 
-/// Stores deliveries (one per job: a delivery for a job that has one already is skipped) and
-/// wakes the dispatchers when the transaction commits, in one statement.
+/// Stores deliveries and wakes the dispatchers when the transaction commits, in one
+/// statement.
 pub async fn insert_many(
     client: &impl BatchClient,
     deliveries: &[NewDelivery],
@@ -50,19 +52,20 @@ pub async fn insert_many(
         return Ok(());
     }
     let ids: Vec<Uuid> = deliveries.iter().map(|d| d.id.0).collect();
-    let jobs: Vec<Uuid> = deliveries.iter().map(|d| d.job_id.0).collect();
+    let events: Vec<&str> = deliveries.iter().map(|d| d.event.as_str()).collect();
+    let jobs: Vec<Option<Uuid>> = deliveries.iter().map(|d| d.job_id.map(|j| j.0)).collect();
     let accounts: Vec<Uuid> = deliveries.iter().map(|d| d.account_id.0).collect();
     let targets: Vec<&str> = deliveries.iter().map(|d| d.target_url.as_str()).collect();
     let bodies: Vec<&[u8]> = deliveries.iter().map(|d| d.body.as_slice()).collect();
     client
         .query_typed(
             "WITH new AS ( \
-                 INSERT INTO deliveries (id, job_id, account_id, target_url, body, scheduled_at, \
-                                         next_attempt_at) \
-                 SELECT id, job_id, account_id, target_url, body, now(), now() \
-                 FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::bytea[]) \
-                      AS d(id, job_id, account_id, target_url, body) \
-                 ON CONFLICT (job_id) DO NOTHING \
+                 INSERT INTO deliveries (id, event, job_id, account_id, target_url, body, \
+                                         scheduled_at, next_attempt_at) \
+                 SELECT id, event, job_id, account_id, target_url, body, now(), now() \
+                 FROM unnest($1::uuid[], $7::text[], $2::uuid[], $3::uuid[], $4::text[], \
+                             $5::bytea[]) \
+                      AS d(id, event, job_id, account_id, target_url, body) \
                  RETURNING 1) \
              SELECT pg_notify($6, '') WHERE EXISTS (SELECT FROM new)",
             &[
@@ -72,6 +75,7 @@ pub async fn insert_many(
                 (&targets, Type::TEXT_ARRAY),
                 (&bodies, Type::BYTEA_ARRAY),
                 (&CHANNEL, Type::TEXT),
+                (&events, Type::TEXT_ARRAY),
             ],
         )
         .await?;

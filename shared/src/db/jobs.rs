@@ -9,13 +9,13 @@ use tokio_postgres::{
     Row,
 };
 
-use super::{deliveries::NewDelivery, BatchClient, DbError, GenericClient};
+use super::{deliveries::NewDelivery, job_scores, BatchClient, DbError, GenericClient};
 use crate::{
     domain::{
         AccountId, ApiKeyId, ChatMessage, ClaimToken, DeliveryId, FailureCode, Idempotency, JobId,
-        JobStage, JobStatus, Modality,
+        JobStage, JobStatus, Modality, WebhookEvent,
     },
-    webhook_body::JobOutcome,
+    outcome::JobOutcome,
 };
 
 /// A job row as the read endpoints show it.
@@ -39,6 +39,14 @@ pub struct Job {
     pub categories: Option<serde_json::Value>,
     /// The built-in models' scores, when a model ran.
     pub scores: Option<serde_json::Value>,
+    /// The active policy version that decided it.
+    pub policy_version: Option<i32>,
+    /// The shadow version's decision, when one ran.
+    pub shadow: Option<serde_json::Value>,
+    /// The detected language (ISO 639-1) of a text or of an audio job's speech.
+    pub language: Option<String>,
+    /// The built-in models that scored it (`model_sets.id`).
+    pub model_set: Option<String>,
     /// Failure code, for failed jobs.
     pub error_code: Option<FailureCode>,
     /// Failure message, for failed jobs.
@@ -52,7 +60,8 @@ pub struct Job {
 }
 
 const COLUMNS: &str = "id, type, status, stage, attempts, is_prohibited, reason, categories, \
-                       scores, error_code, error_message, created_at, updated_at, completed_at";
+                       scores, policy_version, shadow, language, model_set, error_code, \
+                       error_message, created_at, updated_at, completed_at";
 
 impl Job {
     fn from_row(row: &Row) -> Result<Self, DbError> {
@@ -66,6 +75,10 @@ impl Job {
             reason: row.get("reason"),
             categories: row.get("categories"),
             scores: row.get("scores"),
+            policy_version: row.get("policy_version"),
+            shadow: row.get("shadow"),
+            language: row.get("language"),
+            model_set: row.get("model_set"),
             error_code: super::parse_optional_word(row, "error_code")?,
             error_message: row.get("error_message"),
             created_at: row.get("created_at"),
@@ -327,7 +340,21 @@ impl SearchPage {
     }
 }
 
-/// What [`finish_many`] did.
+/// What [`finish_many`] did with one result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finish {
+    /// The job ended with it (or had, by this very token: a result run again after its reply
+    /// was lost answers as the first run did).
+    Done(Finished),
+    /// The job had already ended by another token: a duplicate, nothing written.
+    Ended,
+    /// The account's settings changed since the job was claimed (its stamp moved: a policy
+    /// version was activated, a category or term changed): nothing written; decide it again
+    /// with the settings now in force.
+    Stale,
+}
+
+/// A job that ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finished {
     /// The delivery made for it, when the job had a target.
@@ -343,21 +370,25 @@ pub struct JobResult {
     pub id: JobId,
     /// The writer's claim token (a fresh one when no claim was made, as for a job out of tries).
     pub token: ClaimToken,
+    /// The account's settings stamp the outcome was decided under; `None` when no setting of
+    /// the account went into it (a failure).
+    pub stamp: Option<i64>,
     /// How it ended.
     pub outcome: JobOutcome,
 }
 
 /// Ends each job of `results` that is not yet terminal with its outcome, and stores its
 /// webhook delivery: to the job's own `webhook_url`, else to the account's global URL at this
-/// moment, else none. Run it in the transaction that writes the results, so each result and
-/// its delivery land together or not at all. One answer per result, in order: `None` when the
-/// job had already ended (a job run twice completes once, also when both runs are in one call),
-/// except when it was ended with this very token: a result run again after its commit's reply
-/// was lost answers as the first run did (with the delivery it made), and writes nothing.
+/// moment, else none; and, for a decision, its row of scores (`job_scores`). Run it in the
+/// transaction that writes the results, so each result and its delivery land together or not
+/// at all. One answer per result, in order (see [`Finish`]): a job run twice completes once,
+/// also when both runs are in one call, and a decision taken under a settings stamp the
+/// account no longer has is refused, so every job completed after a settings change commits
+/// is decided by the new settings.
 pub async fn finish_many(
     client: &impl BatchClient,
     results: &[JobResult],
-) -> Result<Vec<Option<Finished>>, DbError> {
+) -> Result<Vec<Finish>, DbError> {
     let mut columns = FinishColumns::default();
     for result in results {
         columns.push(result);
@@ -367,14 +398,19 @@ pub async fn finish_many(
             "UPDATE jobs SET status = r.status, stage = r.stage, is_prohibited = r.prohibited, \
                     reason = r.reason, categories = r.categories, scores = r.scores, \
                     nsfw_checked = r.nsfw, error_code = r.code, error_message = r.message, \
-                    claim_token = r.token, \
+                    claim_token = r.token, policy_version = r.policy_version, \
+                    shadow = r.shadow, language = r.language, model_set = r.model_set, \
                     locked_until = NULL, completed_at = now(), updated_at = now() \
              FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bool[], $5::text[], \
                          $6::jsonb[], $7::bool[], $8::text[], $9::text[], $10::uuid[], \
-                         $11::jsonb[]) \
+                         $11::jsonb[], $12::int8[], $13::int4[], $14::jsonb[], $15::text[], \
+                         $16::text[]) \
                   WITH ORDINALITY AS r(id, status, stage, prohibited, reason, categories, nsfw, \
-                                       code, message, token, scores, ord) \
+                                       code, message, token, scores, stamp, policy_version, \
+                                       shadow, language, model_set, ord), \
+                  accounts a \
              WHERE jobs.id = r.id AND jobs.status IN ('queued', 'processing') \
+               AND a.id = jobs.account_id AND (r.stamp IS NULL OR a.settings_stamp = r.stamp) \
              RETURNING r.ord, jobs.account_id, jobs.created_at, jobs.completed_at, \
                        coalesce(jobs.webhook_url, \
                                 (SELECT url FROM webhook_endpoints e \
@@ -391,35 +427,51 @@ pub async fn finish_many(
                 (&columns.messages, Type::TEXT_ARRAY),
                 (&columns.tokens, Type::UUID_ARRAY),
                 (&columns.scores, Type::JSONB_ARRAY),
+                (&columns.stamps, Type::INT8_ARRAY),
+                (&columns.policy_versions, Type::INT4_ARRAY),
+                (&columns.shadows, Type::JSONB_ARRAY),
+                (&columns.languages, Type::TEXT_ARRAY),
+                (&columns.model_sets, Type::TEXT_ARRAY),
             ],
         )
         .await?;
-    let mut finished: Vec<Option<Finished>> = vec![None; results.len()];
+    let mut finished: Vec<Option<Finish>> = vec![None; results.len()];
     let mut deliveries = Vec::new();
+    let mut scored = Vec::new();
     for row in &rows {
         let Some(index) = ordinal(row.get("ord"), results.len()) else {
             continue;
         };
         let JobResult { id, outcome, .. } = &results[index];
+        let account = AccountId(row.get("account_id"));
         let completed_at: OffsetDateTime = row.get("completed_at");
         let since_submitted = completed_at - row.get::<_, OffsetDateTime>("created_at");
         let delivery_id = row.get::<_, Option<String>>("target").map(|target| {
             let delivery_id = DeliveryId::new();
             deliveries.push(NewDelivery {
                 id: delivery_id,
-                job_id: *id,
-                account_id: AccountId(row.get("account_id")),
+                event: WebhookEvent::JobCompleted,
+                job_id: Some(*id),
+                account_id: account,
                 target_url: target,
                 body: crate::webhook_body::body(*id, outcome, completed_at, delivery_id),
             });
             delivery_id
         });
-        finished[index] = Some(Finished {
+        if let JobOutcome::Decided(decision) = outcome {
+            scored.push(job_scores::NewScores {
+                job_id: *id,
+                account_id: account,
+                decision,
+            });
+        }
+        finished[index] = Some(Finish::Done(Finished {
             delivery_id,
             since_submitted,
-        });
+        }));
     }
     super::deliveries::insert_many(client, &deliveries).await?;
+    job_scores::insert_many(client, &scored).await?;
     let unanswered: Vec<usize> = (0..results.len())
         .filter(|&i| finished[i].is_none())
         .collect();
@@ -427,8 +479,18 @@ pub async fn finish_many(
         for (index, again) in finished_before(client, results, &unanswered).await? {
             finished[index] = Some(again);
         }
+        let unanswered: Vec<usize> = unanswered
+            .into_iter()
+            .filter(|&i| finished[i].is_none() && results[i].stamp.is_some())
+            .collect();
+        for index in still_held(client, results, &unanswered).await? {
+            finished[index] = Some(Finish::Stale);
+        }
     }
-    Ok(finished)
+    Ok(finished
+        .into_iter()
+        .map(|f| f.unwrap_or(Finish::Ended))
+        .collect())
 }
 
 /// Of the results at `indexes`, those whose job this very token already ended (a result run
@@ -437,7 +499,7 @@ async fn finished_before(
     client: &impl BatchClient,
     results: &[JobResult],
     indexes: &[usize],
-) -> Result<Vec<(usize, Finished)>, DbError> {
+) -> Result<Vec<(usize, Finish)>, DbError> {
     let ids: Vec<uuid::Uuid> = indexes.iter().map(|&i| results[i].id.0).collect();
     let tokens: Vec<uuid::Uuid> = indexes.iter().map(|&i| results[i].token.0).collect();
     let rows = client
@@ -446,7 +508,7 @@ async fn finished_before(
              FROM unnest($1::uuid[], $2::uuid[]) WITH ORDINALITY AS r(id, token, ord)
              JOIN jobs j ON j.id = r.id AND j.claim_token = r.token
                         AND j.status IN ('completed', 'failed')
-             LEFT JOIN deliveries d ON d.job_id = j.id",
+             LEFT JOIN deliveries d ON d.job_id = j.id AND d.event = 'job.completed'",
             &[(&ids, Type::UUID_ARRAY), (&tokens, Type::UUID_ARRAY)],
         )
         .await?;
@@ -457,14 +519,39 @@ async fn finished_before(
             let completed_at: OffsetDateTime = row.get("completed_at");
             Some((
                 index,
-                Finished {
+                Finish::Done(Finished {
                     delivery_id: row
                         .get::<_, Option<uuid::Uuid>>("delivery_id")
                         .map(DeliveryId),
                     since_submitted: completed_at - row.get::<_, OffsetDateTime>("created_at"),
-                },
+                }),
             ))
         })
+        .collect())
+}
+
+/// Of the results at `indexes`, those whose job is still `processing` under their token: the
+/// account's stamp moved since their claim.
+async fn still_held(
+    client: &impl BatchClient,
+    results: &[JobResult],
+    indexes: &[usize],
+) -> Result<Vec<usize>, DbError> {
+    if indexes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<uuid::Uuid> = indexes.iter().map(|&i| results[i].id.0).collect();
+    let tokens: Vec<uuid::Uuid> = indexes.iter().map(|&i| results[i].token.0).collect();
+    let rows = client
+        .query_typed(
+            "SELECT r.ord FROM unnest($1::uuid[], $2::uuid[]) WITH ORDINALITY AS r(id, token, ord)
+             JOIN jobs j ON j.id = r.id AND j.claim_token = r.token AND j.status = 'processing'",
+            &[(&ids, Type::UUID_ARRAY), (&tokens, Type::UUID_ARRAY)],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .filter_map(|row| ordinal(row.get("ord"), indexes.len()).map(|i| indexes[i]))
         .collect())
 }
 
@@ -477,35 +564,48 @@ struct FinishColumns<'a> {
     prohibited: Vec<Option<bool>>,
     reasons: Vec<Option<&'a str>>,
     categories: Vec<Option<&'a serde_json::Value>>,
-    scores: Vec<Option<&'a serde_json::Value>>,
+    scores: Vec<Option<serde_json::Value>>,
     nsfw: Vec<Option<bool>>,
     codes: Vec<Option<&'static str>>,
     messages: Vec<Option<&'a str>>,
     tokens: Vec<uuid::Uuid>,
+    stamps: Vec<Option<i64>>,
+    policy_versions: Vec<Option<i32>>,
+    shadows: Vec<Option<serde_json::Value>>,
+    languages: Vec<Option<&'a str>>,
+    model_sets: Vec<Option<&'a str>>,
 }
 
 impl<'a> FinishColumns<'a> {
     fn push(&mut self, result: &'a JobResult) {
         self.ids.push(result.id.0);
         self.tokens.push(result.token.0);
+        self.stamps.push(result.stamp);
         match &result.outcome {
-            JobOutcome::Decided {
-                is_prohibited,
-                reason,
-                categories,
-                scores,
-                nsfw_checked,
-            } => {
+            JobOutcome::Decided(decision) => {
                 self.statuses.push(JobStatus::Completed.as_str());
                 self.stages.push(JobStage::Done.as_str());
-                self.prohibited.push(Some(*is_prohibited));
-                self.reasons
-                    .push(reason.as_deref().filter(|_| *is_prohibited));
-                self.categories.push(categories.as_ref());
-                self.scores.push(scores.as_ref());
-                self.nsfw.push(*nsfw_checked);
+                self.prohibited.push(Some(decision.is_prohibited));
+                self.reasons.push(
+                    decision
+                        .reason
+                        .as_deref()
+                        .filter(|_| decision.is_prohibited),
+                );
+                self.categories.push(decision.categories.as_ref());
+                self.scores.push(decision.scores_json());
+                self.nsfw.push(decision.nsfw_checked);
                 self.codes.push(None);
                 self.messages.push(None);
+                self.policy_versions.push(decision.policy_version);
+                self.shadows.push(
+                    decision
+                        .shadow
+                        .as_ref()
+                        .and_then(|shadow| serde_json::to_value(shadow).ok()),
+                );
+                self.languages.push(decision.language.as_deref());
+                self.model_sets.push(decision.model_set.as_deref());
             }
             JobOutcome::Failed { code, message } => {
                 self.statuses.push(JobStatus::Failed.as_str());
@@ -517,6 +617,10 @@ impl<'a> FinishColumns<'a> {
                 self.nsfw.push(None);
                 self.codes.push(Some(code.as_str()));
                 self.messages.push(Some(message));
+                self.policy_versions.push(None);
+                self.shadows.push(None);
+                self.languages.push(None);
+                self.model_sets.push(None);
             }
         }
     }
@@ -546,7 +650,7 @@ pub struct ClaimedJob {
     /// Whether the account runs the NSFW check.
     pub nsfw_check: bool,
     /// The account's policy version (bumped by every change to its categories or terms).
-    pub policy_version: i64,
+    pub settings_stamp: i64,
 }
 
 impl ClaimedJob {
@@ -624,7 +728,7 @@ pub async fn claim_many(
                         AND (jobs.status = 'queued'
                              OR (jobs.status = 'processing' AND r.redelivery))))
              RETURNING r.ord, jobs.account_id, jobs.content, jobs.messages, jobs.attempts,
-                       a.nsfw_check, a.policy_version",
+                       a.nsfw_check, a.settings_stamp",
             &[
                 (&max_tries, Type::INT4),
                 (&ids, Type::UUID_ARRAY),
@@ -647,7 +751,7 @@ pub async fn claim_many(
             messages: row.get("messages"),
             attempts: row.get("attempts"),
             nsfw_check: row.get("nsfw_check"),
-            policy_version: row.get("policy_version"),
+            settings_stamp: row.get("settings_stamp"),
         });
     }
     let unanswered: Vec<usize> = (0..requests.len())

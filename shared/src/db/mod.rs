@@ -23,6 +23,7 @@ use crate::config::{ConfigError, DatabaseSettings};
 
 pub mod accounts;
 pub mod api_keys;
+pub mod audit_events;
 pub mod blocklist;
 pub mod custom_categories;
 pub mod dashboard_users;
@@ -32,7 +33,10 @@ pub mod hash_bank;
 pub mod job_keys;
 pub mod job_leases;
 pub mod job_reports;
+pub mod job_scores;
 pub mod jobs;
+pub mod model_sets;
+pub mod policy_versions;
 pub mod registry_entries;
 pub mod webhooks;
 

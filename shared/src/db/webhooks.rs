@@ -12,10 +12,13 @@ use time::OffsetDateTime;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-use super::{DbError, GenericClient};
+use super::{
+    audit_events::{self, Actor, Target},
+    DbError, GenericClient,
+};
 use crate::{
     crypto::{CryptoError, SealingKey},
-    domain::{AccountId, SecretStatus},
+    domain::{AccountId, AuditAction, SecretStatus},
     signing,
 };
 
@@ -42,10 +45,12 @@ pub const ROTATION_GRACE_HOURS: u64 = 24;
 /// How many rotated-out secrets keep signing at once; a rotation ends the oldest beyond it.
 pub const MAX_EXPIRING: i64 = 10;
 
-/// Sets the account's global URL; returns when it was set.
+/// Sets the account's global URL and records it in the audit log (`webhook.url_set`);
+/// returns when it was set. Run it in a transaction.
 pub async fn set_url(
     client: &impl GenericClient,
     account: AccountId,
+    actor: Actor,
     url: &str,
 ) -> Result<OffsetDateTime, DbError> {
     let stmt = client
@@ -55,7 +60,17 @@ pub async fn set_url(
              RETURNING updated_at",
         )
         .await?;
-    Ok(client.query_one(&stmt, &[&account.0, &url]).await?.get(0))
+    let updated_at = client.query_one(&stmt, &[&account.0, &url]).await?.get(0);
+    audit_events::record(
+        client,
+        account,
+        actor,
+        AuditAction::WebhookUrlSet,
+        &Target::whole("webhook_url"),
+        serde_json::json!({ "url": url }),
+    )
+    .await?;
+    Ok(updated_at)
 }
 
 /// The account's global URL, if any.
@@ -72,12 +87,28 @@ pub async fn get_url(
         .map(|r| r.get(0)))
 }
 
-/// Clears the account's global URL (whether or not one was set).
-pub async fn clear_url(client: &impl GenericClient, account: AccountId) -> Result<(), DbError> {
+/// Clears the account's global URL (whether or not one was set); a URL cleared is recorded in
+/// the audit log (`webhook.url_cleared`). Run it in a transaction.
+pub async fn clear_url(
+    client: &impl GenericClient,
+    account: AccountId,
+    actor: Actor,
+) -> Result<(), DbError> {
     let stmt = client
-        .prepare_cached("DELETE FROM webhook_endpoints WHERE account_id = $1")
+        .prepare_cached("DELETE FROM webhook_endpoints WHERE account_id = $1 RETURNING url")
         .await?;
-    client.execute(&stmt, &[&account.0]).await?;
+    if let Some(row) = client.query_opt(&stmt, &[&account.0]).await? {
+        let url: String = row.get(0);
+        audit_events::record(
+            client,
+            account,
+            actor,
+            AuditAction::WebhookUrlCleared,
+            &Target::whole("webhook_url"),
+            serde_json::json!({ "url": url }),
+        )
+        .await?;
+    }
     Ok(())
 }
 
@@ -180,11 +211,13 @@ pub async fn signing_secrets(
 }
 
 /// Rotates: the active secret expires after `grace` and a new active one is made; rotated-out
-/// secrets beyond the newest [`MAX_EXPIRING`] stop signing now. Run it in a transaction.
+/// secrets beyond the newest [`MAX_EXPIRING`] stop signing now. Recorded in the audit log
+/// (`webhook.secret_rotated`). Run it in a transaction.
 pub async fn rotate(
     client: &impl GenericClient,
     key: &SealingKey,
     account: AccountId,
+    actor: Actor,
     grace: Duration,
 ) -> Result<SigningSecret, WebhookStoreError> {
     let stmt = client
@@ -207,8 +240,18 @@ pub async fn rotate(
     client.execute(&stmt, &[&account.0, &MAX_EXPIRING]).await?;
     insert_active(client, key, account).await?;
     let secrets = signing_secrets(client, key, account).await?;
-    secrets
+    let active = secrets
         .into_iter()
         .next()
-        .ok_or(WebhookStoreError::Crypto(CryptoError::Open))
+        .ok_or(WebhookStoreError::Crypto(CryptoError::Open))?;
+    audit_events::record(
+        client,
+        account,
+        actor,
+        AuditAction::WebhookSecretRotated,
+        &Target::new("webhook_secret", active.meta.id),
+        serde_json::json!({ "grace_seconds": grace.as_secs() }),
+    )
+    .await?;
+    Ok(active)
 }

@@ -1,4 +1,4 @@
-//! The words of webhook delivery: a delivery's state and a signing secret's status.
+//! The words of webhook delivery: a delivery's event and state, and a signing secret's status.
 
 word_enum!(
     /// A delivery's state (`deliveries.state`): `pending` until it ends in one of the others.
@@ -22,5 +22,19 @@ word_enum!(
         Active => "active",
         /// Signs until its expiry.
         Expiring => "expiring",
+    }
+);
+
+word_enum!(
+    /// What a delivery tells its receiver (`event` in the body, `deliveries.event`).
+    WebhookEvent, UnknownWebhookEvent, "webhook event" {
+        /// A job ended (completed or failed).
+        JobCompleted => "job.completed",
+        /// A person changed a job's outcome.
+        JobRevised => "job.revised",
+        /// An appeal was decided.
+        AppealDecided => "appeal.decided",
+        /// A test delivery asked for by the account.
+        Ping => "ping",
     }
 );

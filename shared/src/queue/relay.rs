@@ -26,8 +26,8 @@ use crate::{
     clock,
     db::{self, jobs::JobResult, DbError, GenericClient, Pool},
     domain::{ClaimToken, JobId, Modality},
+    outcome::JobOutcome,
     telemetry,
-    webhook_body::JobOutcome,
 };
 
 /// Queued jobs checked against the stream per modality and round.
@@ -153,6 +153,7 @@ impl Relay {
             .map(|&id| JobResult {
                 id,
                 token: ClaimToken::new(),
+                stamp: None,
                 outcome: JobOutcome::exhausted(JOB_MAX_TRIES),
             })
             .collect();

@@ -6,10 +6,10 @@
 use std::time::Duration;
 
 use moderation_shared::{
-    db::jobs::{claim_many, finish_many, requeue, Claim, ClaimRequest, JobResult},
+    db::jobs::{claim_many, finish_many, requeue, Claim, ClaimRequest, Finish, JobResult},
     domain::{ClaimToken, JobId, JobStage, Modality},
+    outcome::JobOutcome,
     queue::JOB_MAX_TRIES,
-    webhook_body::JobOutcome,
 };
 use moderation_tests::{
     eventually,
@@ -97,17 +97,15 @@ async fn finish(app: &TestApp, job: JobId, token: ClaimToken) -> Option<Option<u
     let result = JobResult {
         id: job,
         token,
-        outcome: JobOutcome::Decided {
-            is_prohibited: false,
-            reason: None,
-            categories: None,
-            scores: None,
-            nsfw_checked: None,
-        },
+        stamp: None,
+        outcome: JobOutcome::Decided(Box::default()),
     };
     let mut finished = finish_many(&*tx, &[result]).await.unwrap();
     tx.commit().await.unwrap();
-    finished.pop().unwrap().map(|f| f.delivery_id.map(|d| d.0))
+    match finished.pop().unwrap() {
+        Finish::Done(f) => Some(f.delivery_id.map(|d| d.0)),
+        _ => None,
+    }
 }
 
 fn claimed_attempts(claim: &Claim) -> Option<i32> {

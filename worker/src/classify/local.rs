@@ -101,5 +101,6 @@ pub fn passed(policy: &Policy, visual: bool) -> Verdict {
             .map(|category| (category.name.clone(), false))
             .collect(),
         scores: BTreeMap::new(),
+        language: None,
     }
 }

@@ -47,7 +47,9 @@ pub struct VisualCategories {
     pub nsfw: Option<bool>,
 }
 
-/// A decision about one piece of content.
+/// What the checks found about one piece of content: a rejection by a list, a keyword
+/// category, a hash bank or a model server (`prohibited`, with its reason), and the built-in
+/// models' scores, which the policy turns into the job's decision (the `decide` module).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Verdict {
     /// Whether it is rejected.
@@ -60,7 +62,10 @@ pub struct Verdict {
     pub custom: BTreeMap<String, bool>,
     /// The score in [0, 1] of every category a built-in model scored (contract 10), keyed by
     /// category name (`violence`, `nsfw`, `custom.<name>`, ...); empty when no model ran.
+    /// The account's policy version decides what they do (the `decide` module).
     pub scores: BTreeMap<String, f32>,
+    /// The detected language of the text or of the speech (ISO 639-1), when known.
+    pub language: Option<String>,
 }
 
 /// Media bytes fetched by the worker (never the user's URL).

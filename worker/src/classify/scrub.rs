@@ -146,10 +146,13 @@ mod tests {
     }
 
     fn account(terms: &[&str]) -> AccountPolicy {
-        AccountPolicy::new(Policy {
-            account_terms: terms.iter().map(|t| t.to_string()).collect(),
-            ..Policy::default()
-        })
+        AccountPolicy::new(
+            Policy {
+                account_terms: terms.iter().map(|t| t.to_string()).collect(),
+                ..Policy::default()
+            },
+            moderation_shared::policy::PolicyDefaults::default(),
+        )
     }
 
     #[test]

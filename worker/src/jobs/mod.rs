@@ -9,22 +9,22 @@
 //! (`processing → queued`) while it has tries left; the relay puts it back on the queue after
 //! its grace time, which spaces the retries out.
 
-use std::{collections::BTreeMap, sync::Arc, time::Instant};
+use std::{sync::Arc, time::Instant};
 
 use apalis_core::task::data::Data;
 use moderation_shared::{
     db::{
         self,
-        jobs::{Claim, ClaimRequest, ClaimedJob, JobResult},
+        jobs::{Claim, ClaimRequest, ClaimedJob, Finish, JobResult},
         DbError, Pool,
     },
     domain::{ClaimToken, JobStage, Modality},
+    outcome::JobOutcome,
     queue::{JobQueue, QueuedJob, JOB_MAX_TRIES},
     telemetry,
-    webhook_body::JobOutcome,
 };
 
-use crate::{checks::Checks, classify::Verdict};
+use crate::{checks::Checks, decide::decide, failure::Failure};
 
 pub mod lease;
 pub mod media;
@@ -98,9 +98,10 @@ pub async fn handle(job: QueuedJob, ctx: Data<JobContext>) -> Result<Handled, Jo
             let failed = JobResult {
                 id: job.job_id,
                 token,
+                stamp: None,
                 outcome: JobOutcome::exhausted(JOB_MAX_TRIES),
             };
-            if ctx.store.finish(failed).await?.is_none() {
+            if !matches!(ctx.store.finish(failed).await?, Finish::Done(_)) {
                 return Ok(Handled::Duplicate);
             }
             tracing::warn!(job_id = %job.job_id, "Job failed after its last try");
@@ -112,61 +113,106 @@ pub async fn handle(job: QueuedJob, ctx: Data<JobContext>) -> Result<Handled, Jo
         }
     };
     let _lease = ctx.leases.hold(job.job_id, token);
+    let mut claimed = claimed;
+    // A decision refused because the account's settings changed meanwhile is taken again
+    // under the new ones; settings change far more rarely than a job takes, so this loop
+    // ends, and a bound keeps it from spinning on an account changed without pause.
+    for _ in 0..STALE_RETRIES {
+        let (outcome, stamp) = match classify(&ctx, job.modality, &claimed).await {
+            Ok(outcome) => (outcome, Some(claimed.settings_stamp)),
+            Err(failure) if failure.retryable && claimed.attempts < JOB_MAX_TRIES => {
+                tracing::info!(
+                    job_id = %job.job_id, code = %failure.code, attempts = claimed.attempts,
+                    "Job failed transiently; it goes back to the queue"
+                );
+                let client = ctx.pool.get().await.map_err(DbError::from)?;
+                if !db::jobs::requeue(&client, job.job_id, token).await? {
+                    return Ok(Handled::Duplicate);
+                }
+                count(job.modality, "requeued");
+                return Ok(Handled::Requeued);
+            }
+            Err(failure) => (
+                JobOutcome::Failed {
+                    code: failure.code,
+                    message: failure.message,
+                },
+                None,
+            ),
+        };
+        let counted = outcome_label(&outcome);
+        let result = JobResult {
+            id: job.job_id,
+            token,
+            stamp,
+            outcome,
+        };
+        match ctx.store.finish(result).await? {
+            Finish::Done(finished) => {
+                metrics::histogram!(
+                    telemetry::JOB_TURNAROUND_SECONDS, "modality" => job.modality.as_str()
+                )
+                .record(finished.since_submitted.as_seconds_f64());
+                count(job.modality, counted);
+                return Ok(Handled::Finished);
+            }
+            Finish::Ended => return Ok(Handled::Duplicate),
+            Finish::Stale => {
+                let client = ctx.pool.get().await.map_err(DbError::from)?;
+                let Some(now) = db::accounts::settings_stamp(&client, claimed.account_id).await?
+                else {
+                    return Ok(Handled::Duplicate);
+                };
+                tracing::debug!(job_id = %job.job_id, "Account settings changed; deciding again");
+                claimed.settings_stamp = now.settings_stamp;
+                claimed.nsfw_check = now.nsfw_check;
+            }
+        }
+    }
+    // Still refused: give the job back to the queue like a transient failure.
+    let client = ctx.pool.get().await.map_err(DbError::from)?;
+    if !db::jobs::requeue(&client, job.job_id, token).await? {
+        return Ok(Handled::Duplicate);
+    }
+    count(job.modality, "requeued");
+    Ok(Handled::Requeued)
+}
+
+/// How many times a decision refused as stale is taken again before the job is requeued.
+const STALE_RETRIES: usize = 5;
+
+/// Classifies `claimed` and decides it under its account's policy.
+async fn classify(
+    ctx: &JobContext,
+    modality: Modality,
+    claimed: &ClaimedJob,
+) -> Result<JobOutcome, Failure> {
     let started = Instant::now();
-    let result = match job.modality {
-        Modality::Text => text::classify(&ctx.checks, &claimed).await,
+    let verdict = match modality {
+        Modality::Text => text::classify(&ctx.checks, claimed).await,
         Modality::Image | Modality::Video | Modality::Audio => {
-            media::classify(&ctx.checks, job.modality, &claimed).await
+            media::classify(&ctx.checks, modality, claimed).await
         }
     };
     metrics::histogram!(
         telemetry::CLASSIFY_DURATION_SECONDS,
-        "modality" => job.modality.as_str(),
+        "modality" => modality.as_str(),
         "provider" => ctx.checks.provider_name(),
     )
     .record(started.elapsed().as_secs_f64());
-    let outcome = match result {
-        Ok(verdict) => decided(job.modality, &claimed, verdict),
-        Err(failure) if failure.retryable && claimed.attempts < JOB_MAX_TRIES => {
-            tracing::info!(
-                job_id = %job.job_id, code = %failure.code, attempts = claimed.attempts,
-                "Job failed transiently; it goes back to the queue"
-            );
-            let client = ctx.pool.get().await.map_err(DbError::from)?;
-            if !db::jobs::requeue(&client, job.job_id, token).await? {
-                return Ok(Handled::Duplicate);
-            }
-            count(job.modality, "requeued");
-            return Ok(Handled::Requeued);
-        }
-        Err(failure) => JobOutcome::Failed {
-            code: failure.code,
-            message: failure.message,
-        },
-    };
-    let counted = outcome_label(&outcome);
-    let result = JobResult {
-        id: job.job_id,
-        token,
-        outcome,
-    };
-    let Some(finished) = ctx.store.finish(result).await? else {
-        return Ok(Handled::Duplicate);
-    };
-    metrics::histogram!(telemetry::JOB_TURNAROUND_SECONDS, "modality" => job.modality.as_str())
-        .record(finished.since_submitted.as_seconds_f64());
-    count(job.modality, counted);
-    Ok(Handled::Finished)
+    let verdict = verdict?;
+    let policy = ctx.checks.policy(claimed).await?;
+    let model_set = ctx.checks.model_set().map(|set| set.id.as_str());
+    Ok(JobOutcome::Decided(Box::new(decide(
+        modality, claimed, verdict, &policy, model_set,
+    ))))
 }
 
 /// The `outcome` label of a finished job.
 fn outcome_label(outcome: &JobOutcome) -> &'static str {
     match outcome {
-        JobOutcome::Decided {
-            is_prohibited: true,
-            ..
-        } => "prohibited",
-        JobOutcome::Decided { .. } => "passed",
+        JobOutcome::Decided(decision) if decision.is_prohibited => "prohibited",
+        JobOutcome::Decided(_) => "passed",
         JobOutcome::Failed { .. } => "failed",
     }
 }
@@ -180,72 +226,11 @@ fn count(modality: Modality, outcome: &'static str) {
     .increment(1);
 }
 
-/// The stored result of `verdict`: image and video always carry the three categories (`nsfw`
-/// only when the check ran); any job carries `custom` when a custom category ran.
-fn decided(modality: Modality, job: &ClaimedJob, verdict: Verdict) -> JobOutcome {
-    let visual_kind = matches!(modality, Modality::Image | Modality::Video);
-    let mut categories = serde_json::Map::new();
-    if visual_kind {
-        let visual = verdict.visual.unwrap_or_default();
-        categories.insert("ai_adult_general".into(), visual.ai_adult_general.into());
-        categories.insert("underage".into(), visual.underage.into());
-        if job.nsfw_check {
-            categories.insert("nsfw".into(), visual.nsfw.unwrap_or(false).into());
-        }
-    }
-    if !verdict.custom.is_empty() {
-        let custom: serde_json::Map<String, serde_json::Value> = verdict
-            .custom
-            .into_iter()
-            .map(|(name, hit)| (name, hit.into()))
-            .collect();
-        categories.insert("custom".into(), custom.into());
-    }
-    JobOutcome::Decided {
-        is_prohibited: verdict.prohibited,
-        reason: verdict.reason.filter(|_| verdict.prohibited),
-        categories: (!categories.is_empty()).then(|| categories.into()),
-        scores: scores(&verdict.scores),
-        nsfw_checked: visual_kind.then_some(job.nsfw_check),
-    }
-}
-
-/// The stored `scores`: each model score to 3 decimals; `None` when no model ran.
-fn scores(scores: &BTreeMap<String, f32>) -> Option<serde_json::Value> {
-    let rounded: serde_json::Map<String, serde_json::Value> = scores
-        .iter()
-        .filter_map(|(category, score)| {
-            let score = (f64::from(score.clamp(0.0, 1.0)) * 1000.0).round() / 1000.0;
-            serde_json::Number::from_f64(score).map(|n| (category.clone(), n.into()))
-        })
-        .collect();
-    (!rounded.is_empty()).then(|| rounded.into())
-}
-
 /// The stage a claimed job starts in: media is fetched first; text goes straight to the
 /// classifier.
 fn first_stage(modality: Modality) -> JobStage {
     match modality {
         Modality::Text => JobStage::Classifying,
         Modality::Image | Modality::Video | Modality::Audio => JobStage::Fetching,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scores_are_kept_to_three_decimals_within_zero_and_one() {
-        let scores = super::scores(&BTreeMap::from([
-            ("violence".to_owned(), 0.912_345),
-            ("hate".to_owned(), 0.000_4),
-            ("nsfw".to_owned(), 1.2),
-        ]));
-        assert_eq!(
-            scores,
-            Some(serde_json::json!({"hate": 0.0, "nsfw": 1.0, "violence": 0.912}))
-        );
-        assert_eq!(super::scores(&BTreeMap::new()), None);
     }
 }

@@ -20,7 +20,7 @@ use moderation_shared::{
     batch::{BatchError, Batcher, Execute},
     db::{
         self,
-        jobs::{Claim, ClaimRequest, Finished, JobResult},
+        jobs::{Claim, ClaimRequest, Finish, JobResult},
         DbError, Pool,
     },
     queue::JOB_MAX_TRIES,
@@ -62,8 +62,8 @@ impl JobStore {
     }
 
     /// Writes a job's result and its webhook delivery together (see
-    /// [`db::jobs::finish_many`]); `None` when the job had already ended (by another token).
-    pub async fn finish(&self, result: JobResult) -> Result<Option<Finished>, StoreError> {
+    /// [`db::jobs::finish_many`]).
+    pub async fn finish(&self, result: JobResult) -> Result<Finish, StoreError> {
         Ok(self.results.run(result).await?)
     }
 }
@@ -93,10 +93,10 @@ struct Results(Pool);
 
 impl Execute for Results {
     type Request = JobResult;
-    type Response = Option<Finished>;
+    type Response = Finish;
     type Error = DbError;
 
-    async fn execute(&self, results: &[JobResult]) -> Result<Vec<Option<Finished>>, DbError> {
+    async fn execute(&self, results: &[JobResult]) -> Result<Vec<Finish>, DbError> {
         let mut client = self.0.get().await?;
         let tx = client.transaction().await?;
         let finished = db::jobs::finish_many(&*tx, results).await?;

@@ -17,6 +17,7 @@ pub mod language;
 pub mod multilingual;
 pub mod nsfw;
 pub mod onnx;
+pub mod set;
 pub mod text;
 pub mod whisper;
 
@@ -26,6 +27,8 @@ pub mod whisper;
 pub struct Loader<'a> {
     settings: &'a ModelSettings,
     missing: Vec<PathBuf>,
+    /// The hash of each model loaded, by name.
+    loaded: std::collections::BTreeMap<String, String>,
 }
 
 impl<'a> Loader<'a> {
@@ -34,6 +37,7 @@ impl<'a> Loader<'a> {
         Self {
             settings,
             missing: Vec::new(),
+            loaded: std::collections::BTreeMap::new(),
         }
     }
 
@@ -69,12 +73,17 @@ impl<'a> Loader<'a> {
             model: name,
             source,
         })?;
+        let hash = set::hash_files(dir, files).map_err(|source| StartupError::Model {
+            model: name,
+            source: source.into(),
+        })?;
+        self.loaded.insert(name.to_owned(), hash);
         metrics::gauge!(telemetry::CLASSIFIER_MODEL_LOADED, "model" => name).set(1.0);
         Ok(Some(model))
     }
 
-    /// Warns once when a model was missing.
-    pub fn finish(self) {
+    /// Warns once when a model was missing; returns the set of models loaded.
+    pub fn finish(self) -> Option<set::ModelSet> {
         if !self.missing.is_empty() {
             let missing: Vec<String> = self
                 .missing
@@ -87,6 +96,7 @@ impl<'a> Loader<'a> {
                  alone for what they would cover; run scripts/models to install them"
             );
         }
+        set::ModelSet::new(self.loaded)
     }
 }
 

@@ -13,7 +13,7 @@
 //! divided by the square root of its length; a 4-layer network with two skip connections,
 //! `tanh`, and unit length.
 
-use std::{collections::HashMap, path::Path};
+use std::path::Path;
 
 use anyhow::{anyhow, bail, Context};
 use candle_core::{DType, Device, Tensor};
@@ -320,27 +320,23 @@ fn layer_norm(x: Tensor, (gamma, beta): &(Vec<f32>, Vec<f32>), eps: f32) -> anyh
     Ok(Tensor::from_vec(data, (rows, width), &Device::Cpu)?)
 }
 
-/// The reference the preparing script stored: sentences with the package's ids and
-/// embeddings (`multilingual/reference.json`), for checking the encoder.
-pub fn reference(dir: &Path) -> anyhow::Result<Vec<(String, Vec<u32>, Vec<f32>)>> {
-    let path = dir.join("multilingual").join("reference.json");
-    let raw = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-    let rows: Vec<HashMap<String, serde_json::Value>> = serde_json::from_slice(&raw)?;
-    rows.into_iter()
-        .map(|row| {
-            let text = row.get("text").and_then(|v| v.as_str()).unwrap_or_default();
-            let ids: Vec<u32> =
-                serde_json::from_value(row.get("ids").cloned().unwrap_or_default())?;
-            let embedding: Vec<f32> =
-                serde_json::from_value(row.get("embedding").cloned().unwrap_or_default())?;
-            Ok((text.to_owned(), ids, embedding))
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A sentence with the package's ids and embedding, as the preparing script stored it
+    /// (`multilingual/reference.json`).
+    #[derive(serde::Deserialize)]
+    struct Reference {
+        text: String,
+        ids: Vec<u32>,
+        embedding: Vec<f32>,
+    }
+
+    fn reference(dir: &Path) -> Vec<Reference> {
+        let raw = std::fs::read(dir.join("multilingual").join("reference.json")).unwrap();
+        serde_json::from_slice(&raw).unwrap()
+    }
 
     #[tokio::test]
     #[ignore = "needs the prepared models: TEST_MODEL_DIR"]
@@ -348,13 +344,21 @@ mod tests {
         let dir =
             std::path::PathBuf::from(std::env::var_os("TEST_MODEL_DIR").expect("TEST_MODEL_DIR"));
         let encoder = Encoder::load(&dir).unwrap();
-        let reference = reference(&dir).unwrap();
-        let texts: Vec<String> = reference.iter().map(|(t, _, _)| t.clone()).collect();
+        let reference = reference(&dir);
+        let texts: Vec<String> = reference.iter().map(|r| r.text.clone()).collect();
 
         let one_run = encoder.embed(&texts).unwrap();
 
         assert!(reference.len() >= 10);
-        for ((text, ids, expected), got) in reference.iter().zip(&one_run) {
+        for (
+            Reference {
+                text,
+                ids,
+                embedding: expected,
+            },
+            got,
+        ) in reference.iter().zip(&one_run)
+        {
             assert_eq!(&encoder.pieces(text).unwrap(), ids, "{text:?}");
             let cosine: f32 = expected.iter().zip(got).map(|(a, b)| a * b).sum();
             let largest = expected

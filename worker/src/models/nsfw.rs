@@ -86,21 +86,10 @@ pub fn score_encoded<B: AsRef<[u8]>>(model: &NsfwModel, images: &[B]) -> Result<
     })
 }
 
-/// `banked` (the verdict of the hash banks, which passed) with the NSFW model's `score`:
-/// `categories.nsfw` is true at or above `threshold`, which rejects with a reason naming the
-/// category and the score.
-pub fn verdict(mut banked: Verdict, score: f32, threshold: f32) -> Verdict {
-    let flagged = score >= threshold;
-    if let Some(visual) = banked.visual.as_mut() {
-        visual.nsfw = Some(flagged);
-    }
+/// `banked` (the verdict of the hash banks, which passed) with the NSFW model's `score`
+/// recorded as `nsfw`, for the account's policy version to decide on (the `decide` module).
+pub fn verdict(mut banked: Verdict, score: f32) -> Verdict {
     banked.scores.insert("nsfw".to_owned(), score);
-    if flagged && !banked.prohibited {
-        banked.prohibited = true;
-        banked.reason = Some(format!(
-            "The NSFW model scored the media {score:.3} for nsfw (threshold {threshold:.3})."
-        ));
-    }
     banked
 }
 
@@ -114,8 +103,10 @@ pub fn preprocess(image: &RgbImage) -> Vec<f32> {
     let rows = resized.as_raw().chunks_exact(row_len).skip(offset);
     for (row, out) in rows.zip(input.chunks_exact_mut(crop * 3)) {
         for (rgb, bgr) in row[offset * 3..]
-            .chunks_exact(3)
-            .zip(out.chunks_exact_mut(3))
+            .as_chunks::<3>()
+            .0
+            .iter()
+            .zip(out.as_chunks_mut::<3>().0)
         {
             bgr[0] = f32::from(rgb[2]) - MEAN_BGR[0];
             bgr[1] = f32::from(rgb[1]) - MEAN_BGR[1];
@@ -145,12 +136,19 @@ pub fn resize_bilinear(image: &RgbImage, width: u32, height: u32) -> RgbImage {
         let rows_in = image.as_raw().chunks_exact(in_width as usize * 3);
         for (row_in, row_out) in rows_in.zip(out.chunks_exact_mut(width as usize * 3)) {
             for ((pixel, &first), weights) in row_out
-                .chunks_exact_mut(3)
+                .as_chunks_mut::<3>()
+                .0
+                .iter_mut()
                 .zip(&taps.first)
                 .zip(&taps.weights)
             {
                 let mut sums = [ROUND; 3];
-                for (input, &weight) in row_in[first as usize * 3..].chunks_exact(3).zip(weights) {
+                for (input, &weight) in row_in[first as usize * 3..]
+                    .as_chunks::<3>()
+                    .0
+                    .iter()
+                    .zip(weights)
+                {
                     for (sum, &value) in sums.iter_mut().zip(input) {
                         *sum += i32::from(value) * weight;
                     }
@@ -259,27 +257,14 @@ mod tests {
     }
 
     #[test]
-    fn a_score_at_the_threshold_rejects_naming_category_and_score() {
-        let verdict = verdict(banked(), 0.8, 0.8);
-        assert!(verdict.prohibited);
-        assert_eq!(verdict.visual.unwrap().nsfw, Some(true));
-        assert_eq!(verdict.scores.get("nsfw"), Some(&0.8));
-        let reason = verdict.reason.unwrap();
-        assert!(
-            reason.contains("nsfw") && reason.contains("0.800"),
-            "{reason}"
-        );
-    }
-
-    #[test]
-    fn a_score_below_the_threshold_passes_with_its_score() {
-        let verdict = verdict(banked(), 0.79, 0.8);
+    fn the_score_is_recorded_and_nothing_is_decided() {
+        let verdict = verdict(banked(), 0.99);
         assert!(!verdict.prohibited);
         assert_eq!(verdict.reason, None);
         let visual = verdict.visual.unwrap();
         assert_eq!(visual.nsfw, Some(false));
         assert!(!visual.ai_adult_general && !visual.underage);
-        assert_eq!(verdict.scores.get("nsfw"), Some(&0.79));
+        assert_eq!(verdict.scores.get("nsfw"), Some(&0.99));
     }
 
     #[test]

@@ -67,7 +67,7 @@ pub(crate) async fn add(
     let terms = clean_terms("terms", body.into_inner().terms, 1, MAX_PER_CALL)?;
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await.map_err(DbError::from)?;
-    match blocklist::add(&tx, principal.account_id, &terms).await? {
+    match blocklist::add(&tx, principal.account_id, principal.actor(), &terms).await? {
         Added::Stored(stored) => {
             let all = blocklist::terms(&tx, principal.account_id).await?;
             // Nothing new: roll back, so the policy version stays and workers keep their cache.
@@ -97,7 +97,7 @@ pub(crate) async fn remove(
     let terms = clean_terms("terms", body.into_inner().terms, 1, MAX_PER_CALL)?;
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await.map_err(DbError::from)?;
-    let removed = blocklist::remove(&tx, principal.account_id, &terms).await?;
+    let removed = blocklist::remove(&tx, principal.account_id, principal.actor(), &terms).await?;
     let all = blocklist::terms(&tx, principal.account_id).await?;
     if removed > 0 {
         tx.commit().await.map_err(DbError::from)?;

@@ -141,7 +141,7 @@ pub(crate) async fn create(
     };
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await.map_err(DbError::from)?;
-    match custom_categories::insert(&tx, principal.account_id, &new).await? {
+    match custom_categories::insert(&tx, principal.account_id, principal.actor(), &new).await? {
         Inserted::Created(row) => {
             tx.commit().await.map_err(DbError::from)?;
             Ok(HttpResponse::Created().json(CategoryView::from(row)))
@@ -191,7 +191,7 @@ pub(crate) async fn change(
     };
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await.map_err(DbError::from)?;
-    let row = custom_categories::update(&tx, principal.account_id, id, &change)
+    let row = custom_categories::update(&tx, principal.account_id, principal.actor(), id, &change)
         .await?
         .ok_or_else(not_found)?;
     tx.commit().await.map_err(DbError::from)?;
@@ -214,7 +214,7 @@ pub(crate) async fn delete(
     let id = id.into_inner();
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await.map_err(DbError::from)?;
-    if !custom_categories::delete(&tx, principal.account_id, id).await? {
+    if !custom_categories::delete(&tx, principal.account_id, principal.actor(), id).await? {
         return Err(not_found());
     }
     tx.commit().await.map_err(DbError::from)?;

@@ -39,7 +39,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 /// For `#[serde(default, deserialize_with = "present")]`: an absent property is `None`, and a
 /// `null` is refused like any other value of the wrong type.
-fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+pub(crate) fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
 where
     D: Deserializer<'de>,
     T: Deserialize<'de>,

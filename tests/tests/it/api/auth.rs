@@ -3,7 +3,7 @@ use std::time::Duration;
 use moderation_api::auth::{Access, ENDPOINTS};
 use moderation_shared::{
     clock,
-    db::{accounts, api_keys},
+    db::{accounts, api_keys, audit_events::Actor},
     domain::{ApiKeyId, Scope},
     keys,
 };
@@ -95,7 +95,7 @@ async fn a_disabled_key_is_401() {
     let app = spawn_app().await;
     let key = app.account_with_key(None).await;
     let client = app.db.pool.get().await.unwrap();
-    api_keys::set_enabled(&client, ApiKeyId(key.key_id), false)
+    api_keys::set_enabled(&client, Actor::Operator, ApiKeyId(key.key_id), false)
         .await
         .unwrap()
         .unwrap();
@@ -108,7 +108,7 @@ async fn a_deleted_key_is_401() {
     let app = spawn_app().await;
     let key = app.account_with_key(None).await;
     let client = app.db.pool.get().await.unwrap();
-    api_keys::delete(&client, ApiKeyId(key.key_id))
+    api_keys::delete(&client, Actor::Operator, ApiKeyId(key.key_id))
         .await
         .unwrap()
         .unwrap();
@@ -155,7 +155,7 @@ async fn disabling_a_key_in_use_takes_effect_within_five_seconds() {
     assert_eq!(app.get("/api/v1/me", &key).await.status(), 200);
 
     let client = app.db.pool.get().await.unwrap();
-    api_keys::set_enabled(&client, ApiKeyId(key.key_id), false)
+    api_keys::set_enabled(&client, Actor::Operator, ApiKeyId(key.key_id), false)
         .await
         .unwrap();
 
@@ -169,7 +169,7 @@ async fn deleting_a_key_in_use_takes_effect_within_five_seconds() {
     assert_eq!(app.get("/api/v1/me", &key).await.status(), 200);
 
     let client = app.db.pool.get().await.unwrap();
-    api_keys::delete(&client, ApiKeyId(key.key_id))
+    api_keys::delete(&client, Actor::Operator, ApiKeyId(key.key_id))
         .await
         .unwrap();
 
@@ -183,7 +183,9 @@ async fn terminating_an_account_in_use_takes_effect_within_five_seconds() {
     assert_eq!(app.get("/api/v1/me", &key).await.status(), 200);
 
     let client = app.db.pool.get().await.unwrap();
-    accounts::terminate(&client, key.account).await.unwrap();
+    accounts::terminate(&client, Actor::Operator, key.account)
+        .await
+        .unwrap();
 
     refused_within_five_seconds(&app, &key, 403, "ACCOUNT_TERMINATED").await;
 }
@@ -200,10 +202,12 @@ async fn a_terminated_account_gets_403_account_terminated_on_every_endpoint_what
     let narrow = app.create_key(account, Some(&[Scope::JobRead])).await;
     let disabled = app.create_key(account, None).await;
     let client = app.db.pool.get().await.unwrap();
-    api_keys::set_enabled(&client, ApiKeyId(disabled.key_id), false)
+    api_keys::set_enabled(&client, Actor::Operator, ApiKeyId(disabled.key_id), false)
         .await
         .unwrap();
-    accounts::terminate(&client, account).await.unwrap();
+    accounts::terminate(&client, Actor::Operator, account)
+        .await
+        .unwrap();
 
     let guarded: Vec<_> = ENDPOINTS
         .iter()
@@ -242,6 +246,7 @@ async fn admin_config_can_never_be_given_to_a_key() {
 
     let refused = moderation_shared::provisioning::issue_key(
         &client,
+        Actor::Operator,
         account,
         None,
         Some(&[Scope::JobRead, Scope::AdminConfig]),

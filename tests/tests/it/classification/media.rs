@@ -1,5 +1,5 @@
 use moderation_shared::{
-    db::{self, hash_bank::NewEntry},
+    db::{self, audit_events::Actor, hash_bank::NewEntry},
     domain::AccountId,
     media_hash,
 };
@@ -173,7 +173,7 @@ async fn video_and_audio_match_by_exact_hash_including_custom_categories() {
             keywords: &[],
             enabled: true,
         };
-        db::custom_categories::insert(&tx, fleet.key.account, &piracy)
+        db::custom_categories::insert(&tx, fleet.key.account, Actor::Operator, &piracy)
             .await
             .unwrap();
         tx.commit().await.unwrap();

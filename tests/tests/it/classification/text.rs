@@ -1,4 +1,7 @@
-use moderation_shared::{db, domain::Modality};
+use moderation_shared::{
+    db::{self, audit_events::Actor},
+    domain::Modality,
+};
 use moderation_tests::{forms::text_form, worker::spawn_worker, TestApp, TestKey};
 use reqwest::multipart::Form;
 use serde_json::{json, Value};
@@ -110,7 +113,7 @@ async fn the_account_blocklist_applies_from_the_next_job_after_a_change() {
 
     let mut client = app.db.pool.get().await.unwrap();
     let tx = client.transaction().await.unwrap();
-    let added = db::blocklist::add(&tx, key.account, &["banana".to_owned()])
+    let added = db::blocklist::add(&tx, key.account, Actor::Operator, &["banana".to_owned()])
         .await
         .unwrap();
     assert_eq!(added, db::blocklist::Added::Stored(1));
@@ -127,9 +130,14 @@ async fn the_account_blocklist_applies_from_the_next_job_after_a_change() {
     let elsewhere = verdict(&app, &other, "I love b a n a n a").await;
     assert_eq!(elsewhere["is_prohibited"], false, "another account's list");
 
-    db::blocklist::remove(&client, key.account, &["banana".to_owned()])
-        .await
-        .unwrap();
+    db::blocklist::remove(
+        &client,
+        key.account,
+        Actor::Operator,
+        &["banana".to_owned()],
+    )
+    .await
+    .unwrap();
     let again = verdict(&app, &key, "I love b a n a n a").await;
     assert_eq!(again["is_prohibited"], false, "{again}");
 }
@@ -151,7 +159,7 @@ async fn custom_categories_report_every_enabled_category_and_flag_keyword_hits()
             keywords: &keywords,
             enabled,
         };
-        db::custom_categories::insert(&tx, key.account, &category)
+        db::custom_categories::insert(&tx, key.account, Actor::Operator, &category)
             .await
             .unwrap();
     }

@@ -3,33 +3,41 @@
 
 use std::time::Duration;
 
-use moderation_shared::{domain::Scope, url_guard::UrlGuard};
+use moderation_shared::{
+    db::jobs::{Finish, Finished},
+    domain::Scope,
+    outcome::{Decision, JobOutcome},
+    url_guard::UrlGuard,
+};
 use moderation_tests::{receiver::TestReceiver, spawn_app, TestApp};
 use serde_json::Value;
 
 use super::{active_secret, assert_verifies, header, wait_for_requests};
 
 /// Finishes a job as a worker does: the result and its delivery in one transaction.
-async fn finish(app: &TestApp, job: uuid::Uuid) -> Option<moderation_shared::db::jobs::Finished> {
+async fn finish(app: &TestApp, job: uuid::Uuid) -> Option<Finished> {
     let mut client = app.db.pool.get().await.unwrap();
     let tx = client.transaction().await.unwrap();
-    let outcome = moderation_shared::webhook_body::JobOutcome::Decided {
+    let outcome = JobOutcome::Decided(Box::new(Decision {
         is_prohibited: true,
         reason: Some("violence".into()),
-        categories: None,
-        scores: Some(serde_json::json!({"violence": 0.912, "hate": 0.0})),
-        nsfw_checked: None,
-    };
+        scores: [("violence".to_owned(), 912), ("hate".to_owned(), 0)].into(),
+        ..Decision::default()
+    }));
     let result = moderation_shared::db::jobs::JobResult {
         id: moderation_shared::domain::JobId(job),
         token: moderation_shared::domain::ClaimToken::new(),
+        stamp: None,
         outcome,
     };
     let mut finished = moderation_shared::db::jobs::finish_many(&*tx, &[result])
         .await
         .unwrap();
     tx.commit().await.unwrap();
-    finished.pop().flatten()
+    match finished.pop() {
+        Some(Finish::Done(finished)) => Some(finished),
+        _ => None,
+    }
 }
 
 #[tokio::test]
@@ -162,7 +170,6 @@ async fn one_batch_naming_a_job_twice_claims_and_finishes_it_once_and_answers_in
     use moderation_shared::{
         db::jobs::{finish_many, Claim, JobResult},
         domain::{ClaimToken, JobId},
-        webhook_body::JobOutcome,
     };
     let app = spawn_app().await;
     let key = app.account_with_key(None).await;
@@ -192,27 +199,23 @@ async fn one_batch_naming_a_job_twice_claims_and_finishes_it_once_and_answers_in
     assert_eq!(claimed[1], Some(once));
     assert!(claims.iter().any(|c| matches!(c, Claim::Duplicate)));
 
-    let passed = JobOutcome::Decided {
-        is_prohibited: false,
-        reason: None,
-        categories: None,
-        scores: None,
-        nsfw_checked: None,
-    };
+    let passed = JobOutcome::Decided(Box::default());
     let tx = client.transaction().await.unwrap();
     let results: Vec<JobResult> = [twice, once, twice]
         .into_iter()
         .map(|id| JobResult {
             id,
             token: ClaimToken::new(),
+            stamp: None,
             outcome: passed.clone(),
         })
         .collect();
     let finished = finish_many(&*tx, &results).await.unwrap();
     tx.commit().await.unwrap();
 
-    assert_eq!(finished.iter().filter(|f| f.is_some()).count(), 2);
-    assert!(finished[1].is_some());
+    let done = |f: &Finish| matches!(f, Finish::Done(_));
+    assert_eq!(finished.iter().filter(|f| done(f)).count(), 2);
+    assert!(done(&finished[1]));
     for job in [twice, once] {
         assert_eq!(app.deliveries_of(job.0).await, 1);
     }

@@ -154,7 +154,7 @@ fn safe_photos_score_below_and_skin_tones_above_the_test_threshold() {
     assert!(safe.iter().all(|s| *s < LOW_THRESHOLD), "{safe:?}");
     assert!(skin.iter().all(|s| *s > LOW_THRESHOLD), "{skin:?}");
     // The default threshold lets the flat skin tone through.
-    assert!(skin[0] < moderation_worker::DEFAULT_NSFW_THRESHOLD);
+    assert!(skin[0] < moderation_shared::policy::DEFAULT_NSFW_BLOCK_AT as f32);
 }
 
 struct Fleet {
@@ -184,10 +184,16 @@ async fn nsfw_fleet(nsfw_check: bool) -> Fleet {
         )
         .await
         .unwrap();
+    app.activate_policy(key.account, |policy| {
+        policy.categories.insert(
+            "nsfw".to_owned(),
+            moderation_shared::policy::Rule::enforce(f64::from(LOW_THRESHOLD)),
+        );
+    })
+    .await;
     let worker = spawn_worker(&app, |settings| {
         settings.models.dir = model_dir();
         settings.models.required = true;
-        settings.nsfw_threshold = LOW_THRESHOLD;
     })
     .await;
     Fleet {

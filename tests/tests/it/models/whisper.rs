@@ -165,10 +165,15 @@ async fn spoken_threats_are_rejected_and_greetings_pass_in_english_german_and_sp
             text: transcript.text(),
             messages: None,
         };
-        let verdict = text.check(content, &Policy::default()).await.unwrap();
+        let scores = text.scores(content, &Policy::default()).await.unwrap();
+        // Under the default policy a category at the default threshold or above rejects.
+        let rejected = scores
+            .categories
+            .iter()
+            .any(|(_, score)| *score >= DEFAULT_THRESHOLD);
 
         assert_eq!(transcript.language(), Some(language), "{sentence}");
-        assert_eq!(verdict.prohibited, harmful, "{sentence}: {verdict:?}");
+        assert_eq!(rejected, harmful, "{sentence}: {scores:?}");
     }
 }
 

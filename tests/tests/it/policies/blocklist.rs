@@ -4,7 +4,7 @@ use moderation_tests::{assert_error, spawn_app, TestApp, TestKey};
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use super::{policy_version, send, settings_key};
+use super::{send, settings_key, settings_stamp};
 
 const PATH: &str = "/api/v1/blocklist";
 
@@ -67,12 +67,12 @@ async fn adding_a_term_already_present_is_fine_and_changes_nothing() {
     let app = spawn_app().await;
     let key = settings_key(&app).await;
     whole_list(add(&app, &key, json!(["apple"])).await).await;
-    assert_eq!(policy_version(&app, key.account).await, 1);
+    assert_eq!(settings_stamp(&app, key.account).await, 1);
 
     let again = whole_list(add(&app, &key, json!(["apple"])).await).await;
 
     assert_eq!(again, json!({"terms": ["apple"]}));
-    assert_eq!(policy_version(&app, key.account).await, 1);
+    assert_eq!(settings_stamp(&app, key.account).await, 1);
 }
 
 #[tokio::test]
@@ -82,13 +82,13 @@ async fn removing_terms_answers_the_rest_and_ignores_absent_ones() {
     whole_list(add(&app, &key, json!(["apple", "mango", "zebra"])).await).await;
 
     let removed = whole_list(remove(&app, &key, json!(["mango", "kiwi"])).await).await;
-    let version = policy_version(&app, key.account).await;
+    let version = settings_stamp(&app, key.account).await;
     let nothing = whole_list(remove(&app, &key, json!(["kiwi"])).await).await;
 
     assert_eq!(removed, json!({"terms": ["apple", "zebra"]}));
     assert_eq!(version, 2);
     assert_eq!(nothing, removed);
-    assert_eq!(policy_version(&app, key.account).await, 2);
+    assert_eq!(settings_stamp(&app, key.account).await, 2);
     assert_eq!(current(&app, &key).await, removed);
 }
 
@@ -199,7 +199,7 @@ async fn an_account_holds_at_most_10000_terms() {
         .unwrap();
 
     let to_the_limit = add(&app, &key, json!(numbered("new", 50))).await;
-    let version = policy_version(&app, key.account).await;
+    let version = settings_stamp(&app, key.account).await;
     let one_over = add(&app, &key, json!(["one more"])).await;
     let present_at_the_limit = add(&app, &key, json!(["seed00001", "new00049"])).await;
 
@@ -211,7 +211,7 @@ async fn an_account_holds_at_most_10000_terms() {
         "{body}"
     );
     assert_eq!(whole_list(present_at_the_limit).await, full);
-    assert_eq!(policy_version(&app, key.account).await, version);
+    assert_eq!(settings_stamp(&app, key.account).await, version);
     whole_list(remove(&app, &key, json!(["seed00001"])).await).await;
     let after_room = whole_list(add(&app, &key, json!(["one more"])).await).await;
     assert_eq!(after_room["terms"].as_array().unwrap().len(), 10_000);
@@ -230,5 +230,5 @@ async fn accounts_never_see_or_change_each_others_terms() {
     assert_eq!(stranger_view, json!({"terms": []}));
     assert_eq!(stranger_removal, json!({"terms": []}));
     assert_eq!(current(&app, &owner).await, json!({"terms": ["apple"]}));
-    assert_eq!(policy_version(&app, stranger.account).await, 0);
+    assert_eq!(settings_stamp(&app, stranger.account).await, 0);
 }

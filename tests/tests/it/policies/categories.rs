@@ -4,7 +4,7 @@ use moderation_tests::{assert_error, spawn_app, TestApp, TestKey};
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use super::{create_category, policy_version, send, settings_key};
+use super::{create_category, send, settings_key, settings_stamp};
 
 const COLLECTION: &str = "/api/v1/custom-categories";
 
@@ -452,18 +452,18 @@ async fn another_accounts_category_is_404_and_a_malformed_id_is_400() {
     assert_error(malformed_deleted, 400, "INVALID_REQUEST").await;
     assert!(listed(&app, &stranger).await.is_empty());
     assert_eq!(listed(&app, &owner).await, vec![created]);
-    assert_eq!(policy_version(&app, stranger.account).await, 0);
+    assert_eq!(settings_stamp(&app, stranger.account).await, 0);
 }
 
 #[tokio::test]
-async fn every_change_bumps_the_policy_version_and_a_refused_one_does_not() {
+async fn every_change_bumps_the_settings_stamp_and_a_refused_one_does_not() {
     let app = spawn_app().await;
     let key = settings_key(&app).await;
-    assert_eq!(policy_version(&app, key.account).await, 0);
+    assert_eq!(settings_stamp(&app, key.account).await, 0);
 
     let created = create_category(&app, &key, "gambling").await;
     let id = created["id"].as_str().unwrap();
-    assert_eq!(policy_version(&app, key.account).await, 1);
+    assert_eq!(settings_stamp(&app, key.account).await, 1);
 
     let duplicate = post(&app, &key, json!({"name": "gambling", "description": "X."})).await;
     assert_error(duplicate, 409, "CONFLICT").await;
@@ -472,7 +472,7 @@ async fn every_change_bumps_the_policy_version_and_a_refused_one_does_not() {
     let unknown = uuid::Uuid::new_v4().to_string();
     let missing = patch(&app, &key, &unknown, json!({"enabled": false})).await;
     assert_error(missing, 404, "NOT_FOUND").await;
-    assert_eq!(policy_version(&app, key.account).await, 1);
+    assert_eq!(settings_stamp(&app, key.account).await, 1);
 
     assert_eq!(
         patch(&app, &key, id, json!({"enabled": false}))
@@ -480,8 +480,8 @@ async fn every_change_bumps_the_policy_version_and_a_refused_one_does_not() {
             .status(),
         200
     );
-    assert_eq!(policy_version(&app, key.account).await, 2);
+    assert_eq!(settings_stamp(&app, key.account).await, 2);
 
     assert_eq!(delete(&app, &key, id).await.status(), 204);
-    assert_eq!(policy_version(&app, key.account).await, 3);
+    assert_eq!(settings_stamp(&app, key.account).await, 3);
 }

@@ -1,10 +1,14 @@
 //! An account's policy: custom categories, blocklist terms, the hash banks, the reads a worker
-//! makes of them, and `modctl hashbank add`.
+//! makes of them, `modctl hashbank add`, policy versions with their impact preview, and the
+//! audit log.
 
+mod audit;
 mod blocklist;
 mod categories;
 mod hashbank;
+mod impact;
 mod store;
+mod versions;
 
 use moderation_shared::{
     db::accounts,
@@ -54,13 +58,13 @@ pub async fn create_category(app: &TestApp, key: &TestKey, name: &str) -> Value 
 }
 
 /// The account's policy version.
-pub async fn policy_version(app: &TestApp, account: AccountId) -> i64 {
+pub async fn settings_stamp(app: &TestApp, account: AccountId) -> i64 {
     let client = app.db.pool.get().await.unwrap();
-    accounts::policy_stamp(&client, account)
+    accounts::settings_stamp(&client, account)
         .await
         .unwrap()
         .unwrap()
-        .policy_version
+        .settings_stamp
 }
 
 #[tokio::test]
@@ -112,5 +116,5 @@ async fn every_policy_endpoint_refuses_a_key_without_settings_manage() {
     let listed = send(&app, Method::GET, "/api/v1/custom-categories", &owner, None).await;
     let listed: Value = listed.json().await.unwrap();
     assert_eq!(listed["categories"][0]["enabled"], true, "nothing changed");
-    assert_eq!(policy_version(&app, owner.account).await, 1);
+    assert_eq!(settings_stamp(&app, owner.account).await, 1);
 }

@@ -2,7 +2,7 @@
 
 use moderation_shared::{
     db::{
-        accounts::{self, PlanUpdate, PolicyStamp},
+        accounts::{self, PlanUpdate, SettingsStamp},
         blocklist, custom_categories,
         hash_bank::{self, NewEntry},
     },
@@ -76,38 +76,47 @@ async fn the_worker_reads_the_accounts_own_terms_only() {
 }
 
 #[tokio::test]
-async fn the_policy_stamp_follows_the_nsfw_switch_and_every_policy_change() {
+async fn the_settings_stamp_follows_the_nsfw_switch_and_every_policy_change() {
     let app = spawn_app().await;
     let key = settings_key(&app).await;
     let client = app.db.pool.get().await.unwrap();
-    let fresh = accounts::policy_stamp(&client, key.account).await.unwrap();
+    let fresh = accounts::settings_stamp(&client, key.account)
+        .await
+        .unwrap();
 
     let update = PlanUpdate {
         nsfw_check: Some(false),
         ..PlanUpdate::default()
     };
-    accounts::update_plan(&client, key.account, &update)
-        .await
-        .unwrap();
+    accounts::update_plan(
+        &client,
+        moderation_shared::db::audit_events::Actor::Operator,
+        key.account,
+        &update,
+    )
+    .await
+    .unwrap();
     let body = json!({"terms": ["alpha"]});
     send(&app, Method::POST, "/api/v1/blocklist", &key, Some(&body)).await;
-    let changed = accounts::policy_stamp(&client, key.account).await.unwrap();
-    let unknown = accounts::policy_stamp(&client, AccountId::new())
+    let changed = accounts::settings_stamp(&client, key.account)
+        .await
+        .unwrap();
+    let unknown = accounts::settings_stamp(&client, AccountId::new())
         .await
         .unwrap();
 
     assert_eq!(
         fresh,
-        Some(PolicyStamp {
+        Some(SettingsStamp {
             nsfw_check: true,
-            policy_version: 0
+            settings_stamp: 0
         })
     );
     assert_eq!(
         changed,
-        Some(PolicyStamp {
+        Some(SettingsStamp {
             nsfw_check: false,
-            policy_version: 1
+            settings_stamp: 1
         })
     );
     assert_eq!(unknown, None);

@@ -162,9 +162,13 @@ async fn revoked_expired_and_terminated_members_entries_never_count() {
     app.registry_reported(&terminated.key, &hash, "payment_fraud")
         .await;
     let client = app.db.pool.get().await.unwrap();
-    accounts::terminate(&client, terminated.account)
-        .await
-        .unwrap();
+    accounts::terminate(
+        &client,
+        moderation_shared::db::audit_events::Actor::Operator,
+        terminated.account,
+    )
+    .await
+    .unwrap();
 
     let body = app.registry_checked(&checker.key, &[&hash]).await;
 

@@ -311,6 +311,7 @@ async fn registry_scopes_need_a_vetted_member_when_issued_and_when_used() {
     let client = app.db.pool.get().await.unwrap();
     let refused = moderation_shared::provisioning::issue_key(
         &client,
+        moderation_shared::db::audit_events::Actor::Operator,
         outsider,
         None,
         Some(&[Scope::RegistryCheck]),

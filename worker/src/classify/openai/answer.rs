@@ -69,6 +69,7 @@ pub(super) fn text_verdict(content: &str, policy: &Policy) -> Result<Verdict, Pr
         hits.push("the baseline policy".to_owned());
     }
     Ok(Verdict {
+        language: None,
         prohibited: !hits.is_empty(),
         reason: reason(&answer, &hits)?,
         visual: None,
@@ -103,6 +104,7 @@ pub(super) fn visual_verdict(content: &str, policy: &Policy) -> Result<Verdict, 
     }
     hits.extend(hit_names(&custom));
     Ok(Verdict {
+        language: None,
         prohibited: !hits.is_empty(),
         reason: reason(&answer, &hits)?,
         visual: Some(visual),

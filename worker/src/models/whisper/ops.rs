@@ -39,8 +39,8 @@ fn exp(x: f32) -> f32 {
 #[inline(always)]
 fn lanes(values: &[f32], init: f32, op: impl Fn(f32, f32) -> f32) -> f32 {
     let mut acc = [init; 8];
-    let chunks = values.chunks_exact(8);
-    let rest = chunks.remainder().iter().copied().fold(init, &op);
+    let (chunks, remainder) = values.as_chunks::<8>();
+    let rest = remainder.iter().copied().fold(init, &op);
     for chunk in chunks {
         for (a, v) in acc.iter_mut().zip(chunk) {
             *a = op(*a, *v);

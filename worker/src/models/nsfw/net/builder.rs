@@ -250,8 +250,10 @@ impl Builder<'_> {
         let values: Vec<f32> = match &tensor.raw_data {
             Some(raw) => raw
                 .borrow()
-                .chunks_exact(4)
-                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .as_chunks::<4>()
+                .0
+                .iter()
+                .map(|&b| f32::from_le_bytes(b))
                 .collect(),
             None => tensor.float_data.clone(),
         };

@@ -135,7 +135,7 @@ fn transform_weights<T: Transforms>(
     in_channels: usize,
 ) -> Vec<Vec<f32>> {
     let mut transformed = vec![vec![0.0f32; in_channels * out_channels]; T::POSITIONS];
-    for (index, kernel) in weights.chunks_exact(9).enumerate() {
+    for (index, kernel) in weights.as_chunks::<9>().0.iter().enumerate() {
         let (out_channel, in_channel) = (index / in_channels, index % in_channels);
         // G g, then that times Gᵀ.
         let half: Vec<[f32; 3]> = T::G
