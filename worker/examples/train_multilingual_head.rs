@@ -24,10 +24,12 @@ mod fit;
 #[path = "common/training.rs"]
 mod training;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use anyhow::{bail, Context};
-use fit::{choose_threshold, describe, rounded, Fitting, Row};
+use anyhow::Context;
+use fit::{
+    choose_threshold, describe, rounded, Fitting, Row, EMBEDDING_SCALE, FOLDS, MARGIN_SCALE,
+};
 use moderation_worker::{
     classify::TextContent,
     models::{
@@ -40,52 +42,27 @@ use moderation_worker::{
         },
     },
 };
-use training::{examples, Example};
+use training::{arguments, examples, Example};
 
 /// Features of a segment: the embedding, then the margins.
 const FEATURES: usize = DIM + prototypes::CATEGORIES.len();
-/// The embedding's components are scaled by this while training (a unit vector's components
-/// are about `1 / sqrt(DIM)`).
-const EMBEDDING_SCALE: f64 = 20.0;
-/// The margins' scale while training: larger regularises them less.
-const MARGIN_SCALE: f64 = 40.0;
-/// The L2 regularisation strength.
-const LAMBDA: f64 = 0.1;
-/// The weight of a category's positive examples.
-const POSITIVE_WEIGHT: f64 = 2.0;
-/// The weight, as a negative, of a text labelled with another harmful category.
-const OTHER_HARM_WEIGHT: f64 = 0.3;
-/// Cross-validation folds.
-const FOLDS: usize = 5;
 /// The false-positive targets the threshold must meet on the non-English training texts
 /// (ordinary, innocent-alarming): stricter than the issue's 5 % and 12 %, for unseen text.
 const TARGETS: (f64, f64) = (0.03, 0.08);
 
 fn main() -> anyhow::Result<()> {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut args = std::env::args().skip(1);
-    let Some(models) = args.next() else {
-        bail!("usage: train_multilingual_head MODEL_DIR [--out FILE]");
-    };
-    let mut out = repo.join("worker/src/models/text/multilingual_head.json");
-    while let Some(flag) = args.next() {
-        match (flag.as_str(), args.next()) {
-            ("--out", Some(file)) => out = PathBuf::from(file),
-            _ => bail!("unknown argument {flag}"),
-        }
-    }
+    let (models, out) = arguments(
+        "train_multilingual_head",
+        "worker/src/models/text/multilingual_head.json",
+    )?;
     let encoder = Encoder::load(Path::new(&models))?;
     let examples = examples(&repo.join("eval/text"), true)?;
     let rows = rows(&examples, &encoder)?;
     println!("{} examples, {} segments", examples.len(), rows.len());
 
     let labels: Vec<&str> = examples.iter().map(|e| e.label.as_str()).collect();
-    let fitting = Fitting {
-        features: FEATURES,
-        lambda: LAMBDA,
-        positive_weight: POSITIVE_WEIGHT,
-        other_harm_weight: OTHER_HARM_WEIGHT,
-    };
+    let fitting = Fitting::standard(FEATURES);
     let oof = fitting.cross_validate(&rows, &labels, FOLDS);
     let chosen = |source: &str| -> Vec<usize> {
         (0..examples.len())
@@ -127,7 +104,7 @@ fn main() -> anyhow::Result<()> {
         about: format!(
             "worker/examples/train_multilingual_head.rs on the prototypes, eval/text/*.tsv, \
              eval/text/train/*.tsv and eval/text/multilingual/train/*.tsv ({} examples); \
-             lambda {LAMBDA}, {FOLDS}-fold threshold {threshold:.2} folded into the biases",
+             lambda 0.1, {FOLDS}-fold threshold {threshold:.2} folded into the biases",
             examples.len()
         ),
         chosen_threshold: threshold as f32,

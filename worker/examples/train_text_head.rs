@@ -26,10 +26,13 @@ mod fit;
 #[path = "common/training.rs"]
 mod training;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use anyhow::{bail, Context};
-use fit::{choose_threshold, describe, rounded, Fitting, Row, CATEGORIES};
+use anyhow::Context;
+use fit::{
+    choose_threshold, describe, rounded, Fitting, Row, CATEGORIES, EMBEDDING_SCALE, FOLDS,
+    MARGIN_SCALE,
+};
 use moderation_worker::{
     classify::TextContent,
     models::text::{
@@ -41,44 +44,19 @@ use moderation_worker::{
         segment,
     },
 };
-use training::{examples, Example};
+use training::{arguments, examples, Example};
 
 /// Where a segment's middle-layer embedding starts among its features.
 const MIDDLE: usize = DIM + 1 + CATEGORIES;
 /// Features of a segment: the sentence embedding, the profanity term, the margins, the middle
 /// embedding.
 const FEATURES: usize = MIDDLE + DIM;
-/// The embeddings' components are scaled by this while training (a unit vector's components
-/// are about `1 / sqrt(DIM)`), so that one regularisation strength suits every feature.
-const EMBEDDING_SCALE: f64 = 20.0;
-/// The margins are scaled by this while training: a larger scale regularises them less, so the
-/// head leans on the prototypes and uses the embedding as a correction.
-const MARGIN_SCALE: f64 = 40.0;
-/// The L2 regularisation strength (on the scaled features; the bias is not regularised).
-const LAMBDA: f64 = 0.1;
-/// The weight of a category's positive examples.
-const POSITIVE_WEIGHT: f64 = 2.0;
-/// The weight, as a negative, of a text labelled with another harmful category: low, since
-/// harassment and hate, or violence and harassment, often overlap.
-const OTHER_HARM_WEIGHT: f64 = 0.3;
-/// Cross-validation folds (example `i` is in fold `i % FOLDS`).
-const FOLDS: usize = 5;
 /// The false-positive targets the threshold must meet: ordinary, innocent-alarming.
 const TARGETS: (f64, f64) = (0.03, 0.10);
 
 fn main() -> anyhow::Result<()> {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut args = std::env::args().skip(1);
-    let Some(models) = args.next() else {
-        bail!("usage: train_text_head MODEL_DIR [--out FILE]");
-    };
-    let mut out = repo.join("worker/src/models/text/head.json");
-    while let Some(flag) = args.next() {
-        match (flag.as_str(), args.next()) {
-            ("--out", Some(file)) => out = PathBuf::from(file),
-            _ => bail!("unknown argument {flag}"),
-        }
-    }
+    let (models, out) = arguments("train_text_head", "worker/src/models/text/head.json")?;
     let dir = Path::new(&models).join("text");
     let embedder = Embedder::load(&dir)?;
     let profanity = Profanity::load(&dir)?;
@@ -87,12 +65,7 @@ fn main() -> anyhow::Result<()> {
     println!("{} examples, {} segments", examples.len(), rows.len());
 
     let labels: Vec<&str> = examples.iter().map(|e| e.label.as_str()).collect();
-    let fitting = Fitting {
-        features: FEATURES,
-        lambda: LAMBDA,
-        positive_weight: POSITIVE_WEIGHT,
-        other_harm_weight: OTHER_HARM_WEIGHT,
-    };
+    let fitting = Fitting::standard(FEATURES);
     let oof = fitting.cross_validate(&rows, &labels, FOLDS);
     let corpora: Vec<usize> = (0..examples.len())
         .filter(|&i| examples[i].source != "prototypes")
@@ -137,7 +110,7 @@ fn main() -> anyhow::Result<()> {
     let file = HeadFile {
         about: format!(
             "worker/examples/train_text_head.rs on the prototypes, eval/text/*.tsv and \
-             eval/text/train/*.tsv ({} examples); lambda {LAMBDA}, {FOLDS}-fold threshold \
+             eval/text/train/*.tsv ({} examples); lambda 0.1, {FOLDS}-fold threshold \
              {threshold:.2} folded into the biases",
             examples.len()
         ),

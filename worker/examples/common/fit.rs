@@ -7,6 +7,22 @@ use moderation_worker::models::text::prototypes;
 /// Categories, as the worker scores them.
 pub const CATEGORIES: usize = prototypes::CATEGORIES.len();
 
+/// The embeddings' components are scaled by this while training (a unit vector's components
+/// are about `1 / sqrt(DIM)`), so that one regularisation strength suits every feature.
+pub const EMBEDDING_SCALE: f64 = 20.0;
+/// The margins are scaled by this while training: a larger scale regularises them less, so the
+/// head leans on the prototypes and uses the embedding as a correction.
+pub const MARGIN_SCALE: f64 = 40.0;
+/// The L2 regularisation strength (on the scaled features; the bias is not regularised).
+const LAMBDA: f64 = 0.1;
+/// The weight of a category's positive examples.
+const POSITIVE_WEIGHT: f64 = 2.0;
+/// The weight, as a negative, of a text labelled with another harmful category: low, since
+/// harassment and hate, or violence and harassment, often overlap.
+const OTHER_HARM_WEIGHT: f64 = 0.3;
+/// Cross-validation folds (example `i` is in fold `i % FOLDS`).
+pub const FOLDS: usize = 5;
+
 /// One embedded segment of an example: the example's index and its (scaled) features.
 pub struct Row {
     pub example: usize,
@@ -15,17 +31,24 @@ pub struct Row {
 
 /// How a head is fitted.
 pub struct Fitting {
-    /// Features of a row.
-    pub features: usize,
-    /// The L2 regularisation strength (on the scaled features; not on the bias).
-    pub lambda: f64,
-    /// The weight of a category's positive examples.
-    pub positive_weight: f64,
-    /// The weight, as a negative, of a text labelled with another harmful category.
-    pub other_harm_weight: f64,
+    features: usize,
+    lambda: f64,
+    positive_weight: f64,
+    other_harm_weight: f64,
 }
 
 impl Fitting {
+    /// The heads' fitting for rows of `features`: lambda [`LAMBDA`], positives weighing
+    /// [`POSITIVE_WEIGHT`], other categories' harmful texts [`OTHER_HARM_WEIGHT`].
+    pub fn standard(features: usize) -> Self {
+        Self {
+            features,
+            lambda: LAMBDA,
+            positive_weight: POSITIVE_WEIGHT,
+            other_harm_weight: OTHER_HARM_WEIGHT,
+        }
+    }
+
     /// Per category, the weights (then the bias) fitted on `rows`; `labels` are the examples'.
     pub fn fit(&self, rows: &[&Row], labels: &[&str]) -> Vec<Vec<f64>> {
         prototypes::CATEGORIES

@@ -5,7 +5,7 @@
 //! column first). Never `eval/text/heldout/` nor `eval/text/multilingual/*.tsv`: those only
 //! measure.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use moderation_worker::models::text::prototypes;
@@ -86,4 +86,22 @@ pub fn examples(corpus: &Path, multilingual: bool) -> anyhow::Result<Vec<Example
         }
     }
     Ok(examples)
+}
+
+/// A trainer's arguments, `MODEL_DIR [--out FILE]`: the model directory and where to write the
+/// weights (`default_out`, relative to the repository, unless `--out` says otherwise).
+pub fn arguments(name: &str, default_out: &str) -> anyhow::Result<(PathBuf, PathBuf)> {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut args = std::env::args().skip(1);
+    let Some(models) = args.next() else {
+        bail!("usage: {name} MODEL_DIR [--out FILE]");
+    };
+    let mut out = repo.join(default_out);
+    while let Some(flag) = args.next() {
+        match (flag.as_str(), args.next()) {
+            ("--out", Some(file)) => out = PathBuf::from(file),
+            _ => bail!("unknown argument {flag}"),
+        }
+    }
+    Ok((PathBuf::from(models), out))
 }

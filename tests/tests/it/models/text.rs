@@ -35,6 +35,23 @@ async fn judge_prompt(app: &TestApp, key: &TestKey, text: &str) -> Value {
     app.finished_job(key, job).await
 }
 
+/// The custom category `gambling`, described in English, with two keywords.
+async fn create_gambling_category(app: &TestApp, key: &TestKey) {
+    let created = app
+        .client
+        .request(Method::POST, app.url("/api/v1/custom-categories"))
+        .bearer_auth(&key.key)
+        .json(&json!({
+            "name": "gambling",
+            "description": "Promotion of gambling: casinos, sports betting, poker and slot machines.",
+            "keywords": ["casino", "betting"],
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+}
+
 fn assert_passed(body: &Value) {
     assert_eq!(body["status"], "completed", "{body}");
     assert_eq!(body["is_prohibited"], false, "{body}");
@@ -107,19 +124,7 @@ async fn a_chat_whose_last_message_is_harmful_is_rejected() {
 #[ignore = "needs the prepared models: TEST_MODEL_DIR"]
 async fn a_custom_category_is_judged_by_meaning_without_its_keywords() {
     let (app, key, _worker) = model_fleet().await;
-    let created = app
-        .client
-        .request(Method::POST, app.url("/api/v1/custom-categories"))
-        .bearer_auth(&key.key)
-        .json(&json!({
-            "name": "gambling",
-            "description": "Promotion of gambling: casinos, sports betting, poker and slot machines.",
-            "keywords": ["casino", "betting"],
-        }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), 201);
+    create_gambling_category(&app, &key).await;
 
     let on_topic = judge_prompt(
         &app,
@@ -180,19 +185,7 @@ async fn threats_in_other_languages_are_rejected_and_their_ordinary_messages_pas
 #[ignore = "needs the prepared models: TEST_MODEL_DIR"]
 async fn a_custom_category_described_in_english_catches_a_spanish_text_by_meaning() {
     let (app, key, _worker) = model_fleet().await;
-    let created = app
-        .client
-        .request(Method::POST, app.url("/api/v1/custom-categories"))
-        .bearer_auth(&key.key)
-        .json(&json!({
-            "name": "gambling",
-            "description": "Promotion of gambling: casinos, sports betting, poker and slot machines.",
-            "keywords": ["casino", "betting"],
-        }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), 201);
+    create_gambling_category(&app, &key).await;
 
     let promotion = judge_prompt(
         &app,
