@@ -15,9 +15,12 @@
 
 use std::path::Path;
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::{bail, Context};
 use candle_core::{DType, Device, Tensor};
-use tokenizers::Tokenizer;
+
+mod pieces;
+
+use pieces::Pieces;
 
 /// The files the worker reads, relative to `APP_MODEL_DIR`.
 pub const FILES: [&str; 3] = [
@@ -63,7 +66,7 @@ struct Branch {
 
 /// The encoder, loaded once; `embed` may be called from several threads at once.
 pub struct Encoder {
-    tokenizer: Tokenizer,
+    tokenizer: Pieces,
     /// The word table, one byte a value, rows in piece order.
     table: Vec<u8>,
     /// Per chunk, the scale and the offset of its bytes.
@@ -96,9 +99,7 @@ impl Encoder {
     /// memory: no second copy at load) and `tokenizer.json` from `dir/multilingual`.
     pub fn load(dir: &Path) -> anyhow::Result<Self> {
         let dir = dir.join("multilingual");
-        let path = dir.join("tokenizer.json");
-        let tokenizer =
-            Tokenizer::from_file(&path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+        let tokenizer = Pieces::load(&dir.join("tokenizer.json"))?;
         let path = dir.join("encoder.safetensors");
         let mut tensors = candle_core::safetensors::load(&path, &Device::Cpu)
             .with_context(|| format!("reading {}", path.display()))?;
@@ -120,7 +121,7 @@ impl Encoder {
         }
         let chunk_values = |t: Tensor| -> anyhow::Result<[f32; CHUNKS]> {
             <[f32; CHUNKS]>::try_from(t.to_vec1::<f32>()?)
-                .map_err(|v| anyhow!("{} chunk values, expected {CHUNKS}", v.len()))
+                .map_err(|v| anyhow::anyhow!("{} chunk values, expected {CHUNKS}", v.len()))
         };
         let scale = chunk_values(take("scale")?)?;
         let low = chunk_values(take("lo")?)?;
@@ -174,23 +175,11 @@ impl Encoder {
         Ok(encoder)
     }
 
-    /// The piece ids of `text` as the package gives them: `<s>`, the pieces, `</s>`; one
-    /// unknown piece a character without a piece (`tokenizers` fuses a run of them); one
-    /// unknown piece for a text without any.
+    /// The piece ids of `text` as the package gives them: `<s>`, the pieces (one unknown
+    /// piece a character without a piece), `</s>`; one unknown piece for a text without any.
     pub fn pieces(&self, text: &str) -> anyhow::Result<Vec<u32>> {
-        let encoding = self
-            .tokenizer
-            .encode(text, false)
-            .map_err(|e| anyhow!("tokenising failed: {e}"))?;
         let mut ids = vec![START];
-        for (&id, &(start, end)) in encoding.get_ids().iter().zip(encoding.get_offsets()) {
-            let repeat = if id == UNKNOWN {
-                text.get(start..end).map_or(1, |s| s.chars().count().max(1))
-            } else {
-                1
-            };
-            ids.extend(std::iter::repeat_n(id, repeat));
-        }
+        ids.extend(self.tokenizer.encode(text)?);
         if ids.len() == 1 {
             ids.push(UNKNOWN);
         }
