@@ -139,7 +139,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .configure(routes::registry::configure)
                 .configure(routes::policies::configure)
                 .configure(routes::policy::configure)
-                .configure(routes::audit::configure),
+                .configure(routes::audit::configure)
+                .configure(routes::review::configure)
+                .configure(routes::appeals::configure),
         )
         .configure(routes::webhooks::configure_root)
         .default_service(web::to(routes::not_found));

@@ -14,6 +14,8 @@ pub mod form;
 pub mod headers;
 pub mod nav;
 pub mod pages;
+pub mod policy_form;
+pub mod policy_view;
 pub mod routes;
 pub mod session;
 pub mod sessions;

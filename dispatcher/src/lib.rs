@@ -16,7 +16,7 @@ use moderation_shared::{
     db::{
         self, deliveries,
         deliveries::{AttemptRecord, Claimed, Lane, NextStep, CHANNEL, RECOVERIES_CHANNEL},
-        webhooks, Pool,
+        review_items, webhooks, Pool,
     },
     queue::{sampler::DepthSampler, JobQueue},
     redis_conn::RedisConn,
@@ -163,6 +163,7 @@ impl Dispatcher {
             loop {
                 tick.tick().await;
                 core.sample_oldest_due().await;
+                core.sample_review().await;
             }
         });
         tokio::pin!(shutdown);
@@ -290,6 +291,21 @@ impl Core {
             let waited = next.map_or(0.0, |at| (clock::now() - at).as_seconds_f64().max(0.0));
             metrics::gauge!(telemetry::WEBHOOK_OLDEST_DUE_SECONDS).set(waited);
         }
+    }
+
+    /// Publishes the open review items across accounts and how long the oldest pending one
+    /// has waited, beside the SLA it is alerted against.
+    async fn sample_review(&self) {
+        let Ok(client) = self.pool.get().await else {
+            return;
+        };
+        if let Ok((pending, claimed, oldest)) = review_items::totals(&client).await {
+            metrics::gauge!(telemetry::REVIEW_ITEMS, "state" => "pending").set(pending as f64);
+            metrics::gauge!(telemetry::REVIEW_ITEMS, "state" => "claimed").set(claimed as f64);
+            let waited = oldest.map_or(0.0, |at| (clock::now() - at).as_seconds_f64().max(0.0));
+            metrics::gauge!(telemetry::REVIEW_OLDEST_PENDING_SECONDS).set(waited);
+        }
+        metrics::gauge!(telemetry::REVIEW_SLA_SECONDS).set(self.settings.review_sla.as_secs_f64());
     }
 
     /// How long to sleep: until the next delivery falls due, at most the idle poll.

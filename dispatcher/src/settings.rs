@@ -22,6 +22,8 @@ const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 const CONCURRENCY: usize = 256;
 /// The default longest sleep without a notification (`APP_DISPATCH_IDLE_POLL_MS`).
 const IDLE_POLL: Duration = Duration::from_secs(1);
+/// How long a review item may wait by default before its alert fires (`APP_REVIEW_SLA_S`).
+const REVIEW_SLA: Duration = Duration::from_secs(4 * 3600);
 
 /// Everything the dispatcher needs to start.
 #[derive(Debug, Clone)]
@@ -55,6 +57,10 @@ pub struct DispatcherSettings {
     /// `APP_DISPATCH_IDLE_POLL_MS`: the longest the dispatcher sleeps between looks for due
     /// work when no notification wakes it (default 1000).
     pub idle_poll: Duration,
+    /// `APP_REVIEW_SLA_S`: how long a review item may wait pending (default 14 400, 4 hours);
+    /// published as the gauge `review_sla_seconds`, which the `ReviewQueueOverSla` alert
+    /// compares the oldest pending item's wait with.
+    pub review_sla: Duration,
 }
 
 impl DispatcherSettings {
@@ -82,6 +88,10 @@ impl DispatcherSettings {
             attempt_timeout: env_millis("APP_WEBHOOK_TIMEOUT_MS", ATTEMPT_TIMEOUT, 1..)?,
             concurrency,
             idle_poll: env_millis("APP_DISPATCH_IDLE_POLL_MS", IDLE_POLL, 1..)?,
+            review_sla: Duration::from_secs(env_positive(
+                "APP_REVIEW_SLA_S",
+                REVIEW_SLA.as_secs(),
+            )?),
         })
     }
 
@@ -105,6 +115,7 @@ impl DispatcherSettings {
             attempt_timeout: ATTEMPT_TIMEOUT,
             concurrency: CONCURRENCY,
             idle_poll: IDLE_POLL,
+            review_sla: REVIEW_SLA,
         }
     }
 }

@@ -83,9 +83,9 @@ pub use job::{
     FailureCode, JobStage, JobStatus, UnknownFailureCode, UnknownJobStage, UnknownJobStatus,
 };
 pub use policy::{
-    ActorType, DecidedBy, JobReviewState, PolicyMode, PolicyStatus, ReviewReason, UnknownActorType,
-    UnknownDecidedBy, UnknownJobReviewState, UnknownPolicyMode, UnknownPolicyStatus,
-    UnknownReviewReason,
+    ActorType, AppealState, DecidedBy, JobReviewState, PolicyMode, PolicyStatus, ReviewItemState,
+    ReviewReason, UnknownActorType, UnknownAppealState, UnknownDecidedBy, UnknownJobReviewState,
+    UnknownPolicyMode, UnknownPolicyStatus, UnknownReviewItemState, UnknownReviewReason,
 };
 
 macro_rules! id_type {
@@ -159,6 +159,14 @@ id_type!(
 id_type!(
     /// A webhook delivery (`delivery_id` in the body, the `webhook-id` header).
     DeliveryId
+);
+id_type!(
+    /// A review item: one review of a job (contract 14).
+    ReviewItemId
+);
+id_type!(
+    /// An appeal of a job's decision.
+    AppealId
 );
 
 /// A kind of content, each with its own queue and workers. Chat is stored as `text`.

@@ -24,6 +24,7 @@ pub mod provisioning;
 pub mod queue;
 pub mod redis_conn;
 pub mod registry;
+pub mod review;
 pub mod runtime;
 pub mod signing;
 pub mod telemetry;

@@ -71,6 +71,21 @@ const QUIET_AUDIO_DEMUXERS: &str = "symphonia=off";
 /// (`match`, `no_match`).
 pub const REGISTRY_CHECKS_TOTAL: &str = "registry_checks_total";
 
+/// Gauge: open review items across accounts, by `state` (`pending`, `claimed`).
+pub const REVIEW_ITEMS: &str = "review_items";
+/// Gauge: how long the oldest pending review item has waited (0 when none).
+pub const REVIEW_OLDEST_PENDING_SECONDS: &str = "review_oldest_pending_seconds";
+/// Gauge: `APP_REVIEW_SLA_S`, how long a review item may wait pending (the alert's bound).
+pub const REVIEW_SLA_SECONDS: &str = "review_sla_seconds";
+/// Human decisions of review items, by `outcome` (`upheld`, `overturned`).
+pub const REVIEW_DECISIONS_TOTAL: &str = "review_decisions_total";
+
+/// Counts a reviewer's decision: `overturned` when it changed the job's outcome.
+pub fn count_review_decision(changed: bool) {
+    let outcome = if changed { "overturned" } else { "upheld" };
+    metrics::counter!(REVIEW_DECISIONS_TOTAL, "outcome" => outcome).increment(1);
+}
+
 /// The `outcome` values of [`WORKER_JOBS_TOTAL`].
 pub const JOB_OUTCOMES: [&str; 5] = ["passed", "prohibited", "failed", "requeued", "exhausted"];
 /// The `outcome` values of [`WEBHOOK_ATTEMPTS_TOTAL`].
@@ -89,11 +104,19 @@ pub fn zero_api_counters() {
         metrics::counter!(REQUESTS_LIMITED_TOTAL, "reason" => reason).increment(0);
     }
     metrics::counter!(RATE_LIMIT_UNAVAILABLE_TOTAL).increment(0);
+    zero_review_counters();
     for context in ["signup", "login", "periodic"] {
         for outcome in ["match", "no_match"] {
             metrics::counter!(REGISTRY_CHECKS_TOTAL, "context" => context, "outcome" => outcome)
                 .increment(0);
         }
+    }
+}
+
+/// Creates the review decision counters at zero (the api and the dashboard decide).
+pub fn zero_review_counters() {
+    for outcome in ["upheld", "overturned"] {
+        metrics::counter!(REVIEW_DECISIONS_TOTAL, "outcome" => outcome).increment(0);
     }
 }
 
@@ -277,6 +300,25 @@ fn describe() {
         "Processing jobs whose lease ran out, put back on the queue or failed, by modality."
     );
     describe_gauge!(QUEUE_DEPTH, "Queue entries by modality and state.");
+    describe_gauge!(
+        REVIEW_ITEMS,
+        "Open review items across accounts, by state (pending, claimed)."
+    );
+    describe_gauge!(
+        REVIEW_OLDEST_PENDING_SECONDS,
+        Unit::Seconds,
+        "How long the oldest pending review item has waited."
+    );
+    describe_gauge!(
+        REVIEW_SLA_SECONDS,
+        Unit::Seconds,
+        "How long a review item may wait pending (APP_REVIEW_SLA_S)."
+    );
+    describe_counter!(
+        REVIEW_DECISIONS_TOTAL,
+        Unit::Count,
+        "Human decisions of review items, by outcome (upheld, overturned)."
+    );
     describe_gauge!(
         CLASSIFIER_MODEL_LOADED,
         "1 when the worker loaded the built-in model, 0 when it is missing, by model."

@@ -6,19 +6,21 @@ use time::OffsetDateTime;
 
 use crate::{
     clock::format_millis,
-    domain::{DeliveryId, FailureCode, JobId, JobReviewState, JobStatus, ReviewReason},
+    domain::{
+        AppealId, AppealState, DecidedBy, DeliveryId, FailureCode, JobId, JobReviewState,
+        JobStatus, ReviewReason, WebhookEvent,
+    },
     outcome::JobOutcome,
 };
 
-/// The `event` of a finished job's body.
-pub const JOB_COMPLETED: &str = "job.completed";
-
-/// A job's open review, as the job object and the `job.completed` body carry it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// A job's review, as the job object and the `job.completed` body carry it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct ReviewView {
     /// `pending` while an item is open, `decided` once every one is.
+    #[schema(value_type = String, pattern = "^(pending|decided)$")]
     pub state: JobReviewState,
-    /// Why it went to review.
+    /// Why it went to review: `band`, `sample`, `appeal`.
+    #[schema(value_type = Vec<String>)]
     pub reasons: Vec<ReviewReason>,
 }
 
@@ -69,7 +71,7 @@ pub fn body(
     let completed_at = format_millis(completed_at);
     let result = match outcome {
         JobOutcome::Decided(decision) => serde_json::to_vec(&Decided {
-            event: JOB_COMPLETED,
+            event: WebhookEvent::JobCompleted.as_str(),
             job_id: job,
             status: JobStatus::Completed,
             is_prohibited: decision.is_prohibited,
@@ -88,7 +90,7 @@ pub fn body(
             delivery_id,
         }),
         JobOutcome::Failed { code, message } => serde_json::to_vec(&Failed {
-            event: JOB_COMPLETED,
+            event: WebhookEvent::JobCompleted.as_str(),
             job_id: job,
             status: JobStatus::Failed,
             error: ErrorBody {
@@ -101,6 +103,122 @@ pub fn body(
     };
     // Serialising plain structs of strings, booleans and JSON values cannot fail.
     result.unwrap_or_default()
+}
+
+/// The outcome a `job.revised` body compares with.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Previous {
+    /// Whether the job was rejected before.
+    pub is_prohibited: bool,
+    /// Its categories before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub categories: Option<serde_json::Value>,
+}
+
+/// A human decision that changed a job's outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Revision {
+    /// The job.
+    pub job_id: JobId,
+    /// Its new revision.
+    pub revision: i32,
+    /// `review` or `appeal`.
+    pub decided_by: DecidedBy,
+    /// Whether it is rejected now.
+    pub is_prohibited: bool,
+    /// Why, when it is.
+    pub reason: Option<String>,
+    /// Its categories now.
+    pub categories: Option<serde_json::Value>,
+    /// What it was.
+    pub previous: Previous,
+    /// When.
+    pub decided_at: OffsetDateTime,
+}
+
+#[derive(Serialize)]
+struct Revised<'a> {
+    event: &'static str,
+    job_id: JobId,
+    revision: i32,
+    decided_by: DecidedBy,
+    is_prohibited: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    categories: Option<&'a serde_json::Value>,
+    previous: &'a Previous,
+    decided_at: String,
+    delivery_id: DeliveryId,
+}
+
+/// The `job.revised` body of `revision`, delivered as `delivery_id` (never a reviewer's note).
+pub fn revised_body(revision: &Revision, delivery_id: DeliveryId) -> Vec<u8> {
+    serde_json::to_vec(&Revised {
+        event: WebhookEvent::JobRevised.as_str(),
+        job_id: revision.job_id,
+        revision: revision.revision,
+        decided_by: revision.decided_by,
+        is_prohibited: revision.is_prohibited,
+        reason: revision
+            .reason
+            .as_deref()
+            .filter(|_| revision.is_prohibited),
+        categories: revision.categories.as_ref(),
+        previous: &revision.previous,
+        decided_at: format_millis(revision.decided_at),
+        delivery_id,
+    })
+    .unwrap_or_default()
+}
+
+/// A decided appeal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppealDecision<'a> {
+    /// The appeal.
+    pub appeal_id: AppealId,
+    /// The client's reference.
+    pub appeal_ref: Option<&'a str>,
+    /// The job.
+    pub job_id: JobId,
+    /// `upheld` or `overturned`.
+    pub state: AppealState,
+    /// The job's revision after it.
+    pub revision: i32,
+    /// Whether the job is rejected now.
+    pub is_prohibited: bool,
+    /// When.
+    pub decided_at: OffsetDateTime,
+}
+
+#[derive(Serialize)]
+struct AppealDecided<'a> {
+    event: &'static str,
+    appeal_id: AppealId,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    appeal_ref: Option<&'a str>,
+    job_id: JobId,
+    state: AppealState,
+    revision: i32,
+    is_prohibited: bool,
+    decided_at: String,
+    delivery_id: DeliveryId,
+}
+
+/// The `appeal.decided` body of `decision`, delivered as `delivery_id`.
+pub fn appeal_decided_body(decision: &AppealDecision<'_>, delivery_id: DeliveryId) -> Vec<u8> {
+    serde_json::to_vec(&AppealDecided {
+        event: WebhookEvent::AppealDecided.as_str(),
+        appeal_id: decision.appeal_id,
+        appeal_ref: decision.appeal_ref,
+        job_id: decision.job_id,
+        state: decision.state,
+        revision: decision.revision,
+        is_prohibited: decision.is_prohibited,
+        decided_at: format_millis(decision.decided_at),
+        delivery_id,
+    })
+    .unwrap_or_default()
 }
 
 #[cfg(test)]

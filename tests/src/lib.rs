@@ -20,6 +20,7 @@ pub mod postgres;
 pub mod proxy;
 pub mod receiver;
 pub mod registry;
+pub mod scores;
 pub mod worker;
 
 use std::{sync::Once, time::Duration};

@@ -14,6 +14,8 @@ pub enum Access {
     AnyKey,
     /// A valid key carrying this scope.
     Scope(Scope),
+    /// A valid key carrying either scope.
+    EitherScope(Scope, Scope),
 }
 
 /// One row of the access table.
@@ -79,6 +81,15 @@ pub const ENDPOINTS: &[Endpoint] = &[
     row(Method::GET, "/api/v1/policy/versions/{v}/impact", Access::Scope(Scope::SettingsManage)),
     row(Method::DELETE, "/api/v1/policy/shadow", Access::Scope(Scope::SettingsManage)),
     row(Method::GET, "/api/v1/audit", Access::Scope(Scope::SettingsManage)),
+    row(Method::GET, "/api/v1/review/queue", Access::Scope(Scope::ReviewDecide)),
+    row(Method::GET, "/api/v1/review/items", Access::Scope(Scope::ReviewDecide)),
+    row(Method::GET, "/api/v1/review/items/{id}", Access::Scope(Scope::ReviewDecide)),
+    row(Method::POST, "/api/v1/review/claim", Access::Scope(Scope::ReviewDecide)),
+    row(Method::POST, "/api/v1/review/items/{id}/release", Access::Scope(Scope::ReviewDecide)),
+    row(Method::POST, "/api/v1/review/items/{id}/decide", Access::Scope(Scope::ReviewDecide)),
+    row(Method::POST, "/api/v1/job/{id}/appeal", Access::Scope(Scope::JobAppeal)),
+    row(Method::GET, "/api/v1/job/{id}/decisions", Access::Scope(Scope::JobRead)),
+    row(Method::GET, "/api/v1/appeals/{id}", Access::EitherScope(Scope::JobAppeal, Scope::JobRead)),
 ];
 
 const fn row(method: Method, path: &'static str, access: Access) -> Endpoint {

@@ -132,8 +132,17 @@ pub fn principal_of(found: &KeyPrincipal) -> Result<Principal, ApiError> {
 
 /// Checks that `principal` may use an endpoint needing `access`.
 pub fn authorize(principal: &Principal, access: Access) -> Result<(), ApiError> {
-    let Access::Scope(scope) = access else {
-        return Ok(());
+    let scope = match access {
+        Access::Public | Access::AnyKey => return Ok(()),
+        Access::Scope(scope) => scope,
+        Access::EitherScope(first, second) => {
+            if principal.scopes.contains(&first) || principal.scopes.contains(&second) {
+                return Ok(());
+            }
+            return Err(ApiError::Forbidden(format!(
+                "this API key lacks the scope {first} (or {second})"
+            )));
+        }
     };
     if !principal.scopes.contains(&scope) {
         return Err(ApiError::Forbidden(format!(

@@ -87,6 +87,15 @@ const BEARER: &str = "api_key";
         routes::policy::stop_shadow,
         routes::policy::impact,
         routes::audit::list,
+        routes::review::queue,
+        routes::review::list,
+        routes::review::get,
+        routes::review::claim,
+        routes::review::release,
+        routes::review::decide,
+        routes::appeals::create,
+        routes::appeals::get,
+        routes::appeals::decisions,
     ),
     components(schemas(ErrorBody, routes::submissions::Accepted)),
     tags(
@@ -100,6 +109,8 @@ const BEARER: &str = "api_key";
         (name = "policy", description = "Policy versions: per-category thresholds and modes, \
                                       shadow runs, rollback and the impact preview."),
         (name = "audit", description = "The account's audit log."),
+        (name = "review", description = "Human review: the queue, claims, decisions and \
+                                      appeals."),
         (name = "operations", description = "Health, metrics and this document."),
     )
 )]
@@ -187,15 +198,19 @@ pub fn operation_mut<'a>(
 
 /// Sets the security requirement and adds the errors answered before a handler runs.
 fn apply_access(operation: &mut Operation, access: Access) {
-    let requirement = match access {
+    let requirements = match access {
         Access::Public => {
             operation.security = Some(Vec::new());
             return;
         }
-        Access::AnyKey => SecurityRequirement::new(BEARER, Vec::<String>::new()),
-        Access::Scope(scope) => SecurityRequirement::new(BEARER, [scope.as_str()]),
+        Access::AnyKey => vec![SecurityRequirement::new(BEARER, Vec::<String>::new())],
+        Access::Scope(scope) => vec![SecurityRequirement::new(BEARER, [scope.as_str()])],
+        Access::EitherScope(first, second) => vec![
+            SecurityRequirement::new(BEARER, [first.as_str()]),
+            SecurityRequirement::new(BEARER, [second.as_str()]),
+        ],
     };
-    operation.security = Some(vec![requirement]);
+    operation.security = Some(requirements);
     let responses = &mut operation.responses.responses;
     let mut add = |status: &str, response: Response| {
         responses

@@ -38,9 +38,11 @@ pub struct DeliveryView {
     /// The delivery's id: the body's `delivery_id` and the `webhook-id` header.
     #[schema(value_type = Uuid)]
     delivery_id: DeliveryId,
-    /// Its job.
-    #[schema(value_type = Uuid)]
-    job_id: JobId,
+    /// What it tells: `job.completed`, `job.revised`, `appeal.decided` or `ping`.
+    event: &'static str,
+    /// Its job (`null` for a `ping`).
+    #[schema(value_type = Option<Uuid>, required = true)]
+    job_id: Option<JobId>,
     /// Where it is sent.
     url: String,
     /// `pending`, `delivered`, `abandoned` or `undeliverable`.
@@ -65,6 +67,7 @@ impl From<Delivery> for DeliveryView {
     fn from(d: Delivery) -> Self {
         Self {
             delivery_id: d.id,
+            event: d.event.as_str(),
             job_id: d.job_id,
             url: d.url,
             status: d.state.as_str(),

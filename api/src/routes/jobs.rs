@@ -5,6 +5,7 @@ use moderation_shared::{
     clock::format_millis,
     db::jobs::{self, Job},
     domain::{FailureCode, JobId, JobStatus},
+    webhook_body::ReviewView,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -130,6 +131,19 @@ pub struct JobView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(schema_with = scores_schema)]
     scores: Option<Value>,
+    /// The number of its current decision once completed: 0 for the model's, one more for each
+    /// human decision.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    revision: Option<i32>,
+    /// Who took its current decision once completed: `model`, `review` or `appeal`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    decided_by: Option<&'static str>,
+    /// Its review, once it went to one: `pending` while an item is open, then `decided`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    review: Option<ReviewView>,
     /// The active policy version that decided it; present once completed.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
@@ -228,6 +242,15 @@ impl From<Job> for JobView {
             reason: job.reason.filter(|_| prohibited == Some(true)),
             categories: job.categories,
             scores: job.scores.filter(|_| decided),
+            revision: decided.then_some(job.revision),
+            decided_by: decided.then_some(job.decided_by.as_str()),
+            review: job
+                .review_state
+                .filter(|_| decided)
+                .map(|state| ReviewView {
+                    state,
+                    reasons: job.review_reasons,
+                }),
             policy_version: job.policy_version.filter(|_| decided),
             shadow: job
                 .shadow

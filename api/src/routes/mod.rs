@@ -6,6 +6,7 @@ use actix_web::{web, HttpResponse, Resource};
 
 use crate::error::ApiError;
 
+pub mod appeals;
 pub mod audit;
 mod cursor;
 pub mod deliveries;
@@ -16,6 +17,7 @@ pub mod me;
 pub mod policies;
 pub mod policy;
 pub mod registry;
+pub mod review;
 pub mod submissions;
 pub mod usage;
 pub mod webhooks;

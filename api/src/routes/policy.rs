@@ -114,7 +114,7 @@ pub struct PolicyOverview {
 /// The body of a new version: what differs from the active one.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct CreateBody {
+pub(crate) struct NewVersionBody {
     /// Categories to set, each taken whole (`mode`, `block_at`, `review_at`); the others are
     /// copied from the active version.
     #[serde(default, deserialize_with = "present")]
@@ -184,7 +184,7 @@ pub(crate) async fn overview(
 }
 
 #[utoipa::path(post, path = "/api/v1/policy/versions", operation_id = "create_policy_version", tag = "policy",
-    request_body = CreateBody,
+    request_body = NewVersionBody,
     responses(
         (status = 201, description = "The new draft.", body = VersionView),
         (status = 400, description = "An unknown category or field, a number out of range, or \
@@ -193,7 +193,7 @@ pub(crate) async fn overview(
 pub(crate) async fn create(
     state: web::Data<AppState>,
     principal: Principal,
-    body: web::Json<CreateBody>,
+    body: web::Json<NewVersionBody>,
 ) -> Result<HttpResponse, ApiError> {
     let body = body.into_inner();
     if let Some(note) = &body.note {

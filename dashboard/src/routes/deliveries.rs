@@ -247,11 +247,12 @@ async fn recover(
 
 /// Where a resend form comes back to: the log page it was on (its `back` field, a query
 /// string of the log), else the job's page.
-fn back_to(back: Option<&str>, job: JobId) -> String {
-    match back {
-        Some("") => "/deliveries".to_owned(),
-        Some(query) if !query.contains(['/', '\\', '#']) => format!("/deliveries?{query}"),
-        _ => format!("/jobs/{job}"),
+fn back_to(back: Option<&str>, job: Option<JobId>) -> String {
+    match (back, job) {
+        (Some(""), _) | (None, None) => "/deliveries".to_owned(),
+        (Some(query), _) if !query.contains(['/', '\\', '#']) => format!("/deliveries?{query}"),
+        (_, Some(job)) => format!("/jobs/{job}"),
+        (Some(_), None) => "/deliveries".to_owned(),
     }
 }
 
@@ -282,17 +283,16 @@ mod tests {
 
     #[test]
     fn a_resend_goes_back_to_the_log_page_or_the_job() {
-        let job = JobId(uuid::Uuid::nil());
+        let id = JobId(uuid::Uuid::nil());
+        let job = Some(id);
         assert_eq!(
             back_to(Some("status=abandoned&after=abc"), job),
             "/deliveries?status=abandoned&after=abc"
         );
         assert_eq!(back_to(Some(""), job), "/deliveries");
-        assert_eq!(
-            back_to(Some("//evil.example/"), job),
-            format!("/jobs/{job}")
-        );
-        assert_eq!(back_to(None, job), format!("/jobs/{job}"));
+        assert_eq!(back_to(Some("//evil.example/"), job), format!("/jobs/{id}"));
+        assert_eq!(back_to(None, job), format!("/jobs/{id}"));
+        assert_eq!(back_to(None, None), "/deliveries", "a ping has no job");
     }
 
     #[test]

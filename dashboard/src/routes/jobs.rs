@@ -109,7 +109,8 @@ fn blank_to_none(value: &Option<String>) -> Option<&str> {
     value.as_deref().map(str::trim).filter(|v| !v.is_empty())
 }
 
-fn parse_day(raw: &str) -> Result<OffsetDateTime, String> {
+/// The start (midnight UTC) of a day typed as `YYYY-MM-DD`, or why it is not one.
+pub fn parse_day(raw: &str) -> Result<OffsetDateTime, String> {
     Date::parse(raw, format_description!("[year]-[month]-[day]"))
         .map(|d| d.midnight().assume_utc())
         .map_err(|_| format!("{raw:?} is not a date (YYYY-MM-DD)."))

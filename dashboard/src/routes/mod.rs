@@ -9,12 +9,15 @@ use moderation_shared::telemetry;
 
 use crate::{error::DashboardError, state::AppState};
 
+pub mod audit;
 pub mod deliveries;
 pub mod export;
 pub mod jobs;
 pub mod keys;
 pub mod overview;
 pub mod policy;
+pub mod policy_switches;
+pub mod policy_versions;
 pub mod registry;
 pub mod sign_in;
 pub mod staff;
@@ -39,6 +42,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .configure(webhooks::configure)
         .configure(deliveries::configure)
         .configure(policy::configure)
+        .configure(policy_versions::configure)
+        .configure(policy_switches::configure)
+        .configure(audit::configure)
         .configure(export::configure)
         .configure(registry::configure)
         .configure(staff::configure)

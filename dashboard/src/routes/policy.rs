@@ -1,4 +1,6 @@
-//! The account's own policy: custom categories and blocklist terms (`settings:manage`).
+//! The account's own categories and lists (`/policy`, "Categories" in the bar): custom
+//! categories and blocklist terms (`settings:manage`). The thresholds of the model scores are
+//! the policy versions' (`policy_versions`).
 //! Every change bumps the account's policy version in its transaction, as the api's do, so
 //! workers recompile their matchers.
 
@@ -131,7 +133,7 @@ async fn page(
     };
     render_with(
         &PolicyPage {
-            nav: Some(session.nav("policy")),
+            nav: Some(session.nav("categories")),
             csrf: session.csrf.clone(),
             categories,
             terms,

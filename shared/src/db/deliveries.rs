@@ -82,6 +82,34 @@ pub async fn insert_many(
     Ok(())
 }
 
+/// Stores one delivery and wakes the dispatchers when the transaction commits.
+pub async fn insert(client: &impl GenericClient, delivery: &NewDelivery) -> Result<(), DbError> {
+    let stmt = client
+        .prepare_cached(
+            "WITH new AS ( \
+                 INSERT INTO deliveries (id, event, job_id, account_id, target_url, body, \
+                                         scheduled_at, next_attempt_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, now(), now()) RETURNING 1) \
+             SELECT pg_notify($7, '') FROM new",
+        )
+        .await?;
+    client
+        .execute(
+            &stmt,
+            &[
+                &delivery.id.0,
+                &delivery.event.as_str(),
+                &delivery.job_id.map(|j| j.0),
+                &delivery.account_id.0,
+                &delivery.target_url,
+                &delivery.body,
+                &CHANNEL,
+            ],
+        )
+        .await?;
+    Ok(())
+}
+
 /// Which of a dispatcher's queues an attempt comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lane {

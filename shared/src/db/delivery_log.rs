@@ -11,11 +11,12 @@ use super::{
     deliveries::{CHANNEL, RECOVERIES_CHANNEL},
     DbError, GenericClient,
 };
-use crate::domain::{AccountId, DeliveryId, DeliveryState, JobId};
+use crate::domain::{AccountId, DeliveryId, DeliveryState, JobId, WebhookEvent};
 
 /// The columns of a [`Delivery`]. The next attempt is the schedule's while pending, else a
 /// resend's (asked for, or under way until its lease ends).
-const COLUMNS: &str = "id, job_id, target_url, state, attempts, last_status_code, created_at, \
+const COLUMNS: &str = "id, event, job_id, target_url, state, attempts, last_status_code, \
+                       created_at, \
                        finished_at, \
                        CASE WHEN state = 'pending' THEN scheduled_at ELSE resend_at END \
                            AS next_attempt_at";
@@ -25,8 +26,10 @@ const COLUMNS: &str = "id, job_id, target_url, state, attempts, last_status_code
 pub struct Delivery {
     /// Its id (`delivery_id`, `webhook-id`).
     pub id: DeliveryId,
-    /// Its job.
-    pub job_id: JobId,
+    /// What it tells.
+    pub event: WebhookEvent,
+    /// Its job (`None` for a ping).
+    pub job_id: Option<JobId>,
     /// Where it goes.
     pub url: String,
     /// Where it stands.
@@ -47,7 +50,8 @@ impl Delivery {
     fn from_row(row: &Row) -> Result<Self, DbError> {
         Ok(Self {
             id: DeliveryId(row.get("id")),
-            job_id: JobId(row.get("job_id")),
+            event: super::parse_word(row, "event")?,
+            job_id: row.get::<_, Option<uuid::Uuid>>("job_id").map(JobId),
             url: row.get("target_url"),
             state: super::parse_word(row, "state")?,
             attempts: row.get("attempts"),

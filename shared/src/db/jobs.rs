@@ -9,11 +9,14 @@ use tokio_postgres::{
     Row,
 };
 
-use super::{deliveries::NewDelivery, job_scores, BatchClient, DbError, GenericClient};
+use super::{
+    deliveries::NewDelivery, job_scores, review_items, BatchClient, DbError, GenericClient,
+};
 use crate::{
     domain::{
-        AccountId, ApiKeyId, ChatMessage, ClaimToken, DeliveryId, FailureCode, Idempotency, JobId,
-        JobStage, JobStatus, Modality, WebhookEvent,
+        AccountId, ApiKeyId, ChatMessage, ClaimToken, DecidedBy, DeliveryId, FailureCode,
+        Idempotency, JobId, JobReviewState, JobStage, JobStatus, Modality, ReviewItemId,
+        ReviewReason, WebhookEvent,
     },
     outcome::JobOutcome,
 };
@@ -47,6 +50,14 @@ pub struct Job {
     pub language: Option<String>,
     /// The built-in models that scored it (`model_sets.id`).
     pub model_set: Option<String>,
+    /// The number of its latest decision (0: the model's).
+    pub revision: i32,
+    /// Who took its latest decision.
+    pub decided_by: DecidedBy,
+    /// Its review, if it went to one.
+    pub review_state: Option<JobReviewState>,
+    /// Why it went to review.
+    pub review_reasons: Vec<ReviewReason>,
     /// Failure code, for failed jobs.
     pub error_code: Option<FailureCode>,
     /// Failure message, for failed jobs.
@@ -60,8 +71,9 @@ pub struct Job {
 }
 
 const COLUMNS: &str = "id, type, status, stage, attempts, is_prohibited, reason, categories, \
-                       scores, policy_version, shadow, language, model_set, error_code, \
-                       error_message, created_at, updated_at, completed_at";
+                       scores, policy_version, shadow, language, model_set, revision, \
+                       decided_by, review_state, review_reasons, error_code, error_message, \
+                       created_at, updated_at, completed_at";
 
 impl Job {
     fn from_row(row: &Row) -> Result<Self, DbError> {
@@ -79,6 +91,15 @@ impl Job {
             shadow: row.get("shadow"),
             language: row.get("language"),
             model_set: row.get("model_set"),
+            revision: row.get("revision"),
+            decided_by: super::parse_word(row, "decided_by")?,
+            review_state: super::parse_optional_word(row, "review_state")?,
+            review_reasons: row
+                .get::<_, Option<Vec<String>>>("review_reasons")
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|r| r.parse().ok())
+                .collect(),
             error_code: super::parse_optional_word(row, "error_code")?,
             error_message: row.get("error_message"),
             created_at: row.get("created_at"),
@@ -400,18 +421,21 @@ pub async fn finish_many(
                     nsfw_checked = r.nsfw, error_code = r.code, error_message = r.message, \
                     claim_token = r.token, policy_version = r.policy_version, \
                     shadow = r.shadow, language = r.language, model_set = r.model_set, \
+                    review_state = CASE WHEN r.review <> '' THEN 'pending' END, \
+                    review_reasons = CASE WHEN r.review <> '' \
+                                          THEN string_to_array(r.review, ',') END, \
                     locked_until = NULL, completed_at = now(), updated_at = now() \
              FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bool[], $5::text[], \
                          $6::jsonb[], $7::bool[], $8::text[], $9::text[], $10::uuid[], \
                          $11::jsonb[], $12::int8[], $13::int4[], $14::jsonb[], $15::text[], \
-                         $16::text[]) \
+                         $16::text[], $17::text[]) \
                   WITH ORDINALITY AS r(id, status, stage, prohibited, reason, categories, nsfw, \
                                        code, message, token, scores, stamp, policy_version, \
-                                       shadow, language, model_set, ord), \
+                                       shadow, language, model_set, review, ord), \
                   accounts a \
              WHERE jobs.id = r.id AND jobs.status IN ('queued', 'processing') \
                AND a.id = jobs.account_id AND (r.stamp IS NULL OR a.settings_stamp = r.stamp) \
-             RETURNING r.ord, jobs.account_id, jobs.created_at, jobs.completed_at, \
+             RETURNING r.ord, jobs.account_id, jobs.type, jobs.created_at, jobs.completed_at, \
                        coalesce(jobs.webhook_url, \
                                 (SELECT url FROM webhook_endpoints e \
                                  WHERE e.account_id = jobs.account_id)) AS target",
@@ -432,12 +456,14 @@ pub async fn finish_many(
                 (&columns.shadows, Type::JSONB_ARRAY),
                 (&columns.languages, Type::TEXT_ARRAY),
                 (&columns.model_sets, Type::TEXT_ARRAY),
+                (&columns.reviews, Type::TEXT_ARRAY),
             ],
         )
         .await?;
     let mut finished: Vec<Option<Finish>> = vec![None; results.len()];
     let mut deliveries = Vec::new();
     let mut scored = Vec::new();
+    let mut reviews = Vec::new();
     for row in &rows {
         let Some(index) = ordinal(row.get("ord"), results.len()) else {
             continue;
@@ -464,6 +490,16 @@ pub async fn finish_many(
                 account_id: account,
                 decision,
             });
+            if !decision.review.is_empty() {
+                reviews.push(review_items::NewItem {
+                    id: ReviewItemId::new(),
+                    job_id: *id,
+                    account_id: account,
+                    job_type: row.get("type"),
+                    reasons: decision.review.clone(),
+                    appeal_id: None,
+                });
+            }
         }
         finished[index] = Some(Finish::Done(Finished {
             delivery_id,
@@ -472,6 +508,7 @@ pub async fn finish_many(
     }
     super::deliveries::insert_many(client, &deliveries).await?;
     job_scores::insert_many(client, &scored).await?;
+    review_items::insert_many(client, &reviews).await?;
     let unanswered: Vec<usize> = (0..results.len())
         .filter(|&i| finished[i].is_none())
         .collect();
@@ -574,6 +611,8 @@ struct FinishColumns<'a> {
     shadows: Vec<Option<serde_json::Value>>,
     languages: Vec<Option<&'a str>>,
     model_sets: Vec<Option<&'a str>>,
+    /// Each job's review reasons joined by commas (empty: no review).
+    reviews: Vec<String>,
 }
 
 impl<'a> FinishColumns<'a> {
@@ -606,6 +645,14 @@ impl<'a> FinishColumns<'a> {
                 );
                 self.languages.push(decision.language.as_deref());
                 self.model_sets.push(decision.model_set.as_deref());
+                self.reviews.push(
+                    decision
+                        .review
+                        .iter()
+                        .map(|r| r.as_str())
+                        .collect::<Vec<_>>()
+                        .join(","),
+                );
             }
             JobOutcome::Failed { code, message } => {
                 self.statuses.push(JobStatus::Failed.as_str());
@@ -621,6 +668,7 @@ impl<'a> FinishColumns<'a> {
                 self.shadows.push(None);
                 self.languages.push(None);
                 self.model_sets.push(None);
+                self.reviews.push(String::new());
             }
         }
     }
@@ -793,6 +841,135 @@ pub async fn claim_many(
         }
     }
     Ok(claims)
+}
+
+/// One job of `account`, locked until the transaction ends (its review and appeals change
+/// one at a time).
+pub async fn lock(
+    client: &impl GenericClient,
+    account: AccountId,
+    id: JobId,
+) -> Result<Option<Job>, DbError> {
+    let stmt = client
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM jobs WHERE id = $1 AND account_id = $2 FOR UPDATE"
+        ))
+        .await?;
+    client
+        .query_opt(&stmt, &[&id.0, &account.0])
+        .await?
+        .as_ref()
+        .map(Job::from_row)
+        .transpose()
+}
+
+/// Records that job `id` has an open review (`pending`) or none left (`decided`), for
+/// `reasons`.
+pub async fn set_review(
+    client: &impl GenericClient,
+    id: JobId,
+    pending: bool,
+    reasons: &[ReviewReason],
+) -> Result<(), DbError> {
+    let reasons: Vec<&str> = reasons.iter().map(|r| r.as_str()).collect();
+    let state = if pending {
+        JobReviewState::Pending
+    } else {
+        JobReviewState::Decided
+    };
+    let stmt = client
+        .prepare_cached(
+            "UPDATE jobs SET review_state = $2, review_reasons = $3, updated_at = now() \
+             WHERE id = $1",
+        )
+        .await?;
+    client
+        .execute(&stmt, &[&id.0, &state.as_str(), &reasons])
+        .await?;
+    Ok(())
+}
+
+/// A human decision written on the job row.
+#[derive(Debug, Clone)]
+pub struct Revised<'a> {
+    /// The new revision.
+    pub revision: i32,
+    /// `review` or `appeal`.
+    pub decided_by: DecidedBy,
+    /// Whether it is rejected.
+    pub is_prohibited: bool,
+    /// Why, when it is.
+    pub reason: Option<&'a str>,
+    /// Its categories.
+    pub categories: Option<&'a serde_json::Value>,
+    /// Whether another review of the job is still open.
+    pub review_pending: bool,
+}
+
+/// Writes `revised` on job `id`: the row always holds the latest decision.
+pub async fn revise(
+    client: &impl GenericClient,
+    id: JobId,
+    revised: &Revised<'_>,
+) -> Result<(), DbError> {
+    let state = if revised.review_pending {
+        JobReviewState::Pending
+    } else {
+        JobReviewState::Decided
+    };
+    let stmt = client
+        .prepare_cached(
+            "UPDATE jobs SET revision = $2, decided_by = $3, is_prohibited = $4, reason = $5, \
+                    categories = $6, review_state = $7, updated_at = now() \
+             WHERE id = $1",
+        )
+        .await?;
+    client
+        .execute(
+            &stmt,
+            &[
+                &id.0,
+                &revised.revision,
+                &revised.decided_by.as_str(),
+                &revised.is_prohibited,
+                &revised.reason,
+                &revised.categories.map(Json),
+                &state.as_str(),
+            ],
+        )
+        .await?;
+    Ok(())
+}
+
+/// Where a job's later webhooks go: its own `webhook_url`, else the account's URL now.
+pub async fn target(client: &impl GenericClient, id: JobId) -> Result<Option<String>, DbError> {
+    let stmt = client
+        .prepare_cached(
+            "SELECT coalesce(j.webhook_url, \
+                             (SELECT url FROM webhook_endpoints e WHERE e.account_id = j.account_id)) \
+             FROM jobs j WHERE j.id = $1",
+        )
+        .await?;
+    Ok(client
+        .query_opt(&stmt, &[&id.0])
+        .await?
+        .and_then(|row| row.get(0)))
+}
+
+/// What was submitted of one job of `account`: the text (a chat as `role: content` lines) or
+/// the media URL, and a chat's messages; `None` for no such job.
+pub async fn content(
+    client: &impl GenericClient,
+    account: AccountId,
+    id: JobId,
+) -> Result<Option<(String, Option<serde_json::Value>)>, DbError> {
+    let stmt = client
+        .prepare_cached("SELECT content, messages FROM jobs WHERE id = $1 AND account_id = $2")
+        .await?;
+    Ok(client
+        .query_opt(&stmt, &[&id.0, &account.0])
+        .await?
+        .map(|row| (row.get(0), row.get(1))))
 }
 
 /// Moves a `processing` job to `stage` (`fetching`, `transcribing`, `classifying`).

@@ -23,6 +23,7 @@ use crate::config::{ConfigError, DatabaseSettings};
 
 pub mod accounts;
 pub mod api_keys;
+pub mod appeals;
 pub mod audit_events;
 pub mod blocklist;
 pub mod custom_categories;
@@ -30,6 +31,7 @@ pub mod dashboard_users;
 pub mod deliveries;
 pub mod delivery_log;
 pub mod hash_bank;
+pub mod job_decisions;
 pub mod job_keys;
 pub mod job_leases;
 pub mod job_reports;
@@ -38,6 +40,7 @@ pub mod jobs;
 pub mod model_sets;
 pub mod policy_versions;
 pub mod registry_entries;
+pub mod review_items;
 pub mod webhooks;
 
 mod embedded {

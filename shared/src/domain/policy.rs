@@ -1,5 +1,5 @@
 //! The words of policies and review: a policy category's mode, a version's status, who acted
-//! (the audit log's actor), and a job's review.
+//! (the audit log's actor), a job's review, review items and appeals.
 
 word_enum!(
     /// What a policy category's score does (contract 13).
@@ -71,5 +71,30 @@ word_enum!(
         Review => "review",
         /// A reviewer, deciding an appeal.
         Appeal => "appeal",
+    }
+);
+
+word_enum!(
+    /// Where a review item stands (contract 14). A claim past its expiry is `pending` again.
+    ReviewItemState, UnknownReviewItemState, "review item state" {
+        /// Waiting for a reviewer.
+        Pending => "pending",
+        /// Held by a reviewer until its claim expires.
+        Claimed => "claimed",
+        /// Decided.
+        Decided => "decided",
+    }
+);
+
+word_enum!(
+    /// Where an appeal stands: `open`, then `upheld` (the decision stands) or `overturned`
+    /// (a reviewer changed it).
+    AppealState, UnknownAppealState, "appeal state" {
+        /// Waiting for a reviewer.
+        Open => "open",
+        /// The decision stands.
+        Upheld => "upheld",
+        /// The decision was changed.
+        Overturned => "overturned",
     }
 );

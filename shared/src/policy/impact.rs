@@ -74,12 +74,11 @@ impl<'a> ImpactCounter<'a> {
     pub fn add(&mut self, row: &StoredScores) {
         let impact = &mut self.impact;
         impact.jobs += 1;
-        if row.scores.is_empty() {
+        if !row.is_scored() {
             return;
         }
         impact.rescored += 1;
-        let scores = || row.scores.iter().map(|(c, &s)| (c.as_str(), s));
-        let applied = decide(self.doc, scores());
+        let applied = decide(self.doc, row.scores());
         if applied.band || sampled(row.job_id, self.doc.review.sample_rate) {
             impact.to_review += 1;
         }
@@ -104,7 +103,7 @@ impl<'a> ImpactCounter<'a> {
                     .policy_version
                     .and_then(|v| self.deciders.get(&v))
                     .unwrap_or(self.doc);
-                for hit in decide(decider, scores()).hits {
+                for hit in decide(decider, row.scores()).hits {
                     let flips = impact.by_category.entry(hit.category).or_default();
                     flips.reject_to_pass += 1;
                 }
@@ -125,12 +124,21 @@ mod tests {
     use crate::policy::{PolicyDefaults, Rule};
 
     fn row(prohibited: bool, listed: bool, scores: &[(&str, u16)]) -> StoredScores {
+        let mut fixed = [None; 6];
+        for &(category, score) in scores {
+            let index = crate::policy::FIXED_CATEGORIES
+                .iter()
+                .position(|&c| c == category)
+                .unwrap();
+            fixed[index] = Some(score);
+        }
         StoredScores {
             job_id: Uuid::now_v7(),
             prohibited,
             listed,
             policy_version: Some(1),
-            scores: scores.iter().map(|&(c, s)| (c.to_owned(), s)).collect(),
+            fixed,
+            custom: Vec::new(),
         }
     }
 

@@ -29,7 +29,8 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from moderation_client import AuthenticatedClient, Client
 from moderation_client.api.account import me, usage_volume
-from moderation_client.api.jobs import export_jobs, get_job, get_progress, list_jobs
+from moderation_client.api.audit import list_audit_events
+from moderation_client.api.jobs import export_jobs, get_job, get_progress, job_decisions, list_jobs
 from moderation_client.api.operations import health, metrics, openapi_json
 from moderation_client.api.policies import (
     add_blocklist_terms,
@@ -40,12 +41,31 @@ from moderation_client.api.policies import (
     list_custom_categories,
     remove_blocklist_terms,
 )
+from moderation_client.api.policy import (
+    activate_policy_version,
+    create_policy_version,
+    get_policy,
+    get_policy_version,
+    policy_version_impact,
+    shadow_policy_version,
+    stop_policy_shadow,
+)
 from moderation_client.api.registry import (
     check_registry,
     get_registry_entry,
     list_registry_entries,
     report_registry_entry,
     revoke_registry_entry,
+)
+from moderation_client.api.review import (
+    appeal_job,
+    claim_review_item,
+    decide_review_item,
+    get_appeal,
+    get_review_item,
+    list_review_items,
+    release_review_item,
+    review_queue,
 )
 from moderation_client.api.submissions import (
     moderate_audio,
@@ -68,10 +88,12 @@ from moderation_client.api.webhooks import (
     rotate_webhook_secret,
 )
 from moderation_client.models import (
+    AppealBody,
     ChangeBody,
     CheckBody,
     Context,
     CreateBody,
+    DecideBody,
     IdentifierBody,
     IdentifierType,
     ModerateAudioBody,
@@ -81,10 +103,14 @@ from moderation_client.models import (
     ModerateImageBody,
     ModeratePromptBody,
     ModerateVideoBody,
+    NewVersionBody,
+    NewVersionBodyCategories,
     RecoverBody,
     RegisterBody,
     ReportBody,
+    ReviewSettings,
     RevokeBody,
+    Rule,
     TermsBody,
 )
 from moderation_client.models import Category as BanCategory
@@ -104,6 +130,8 @@ SCOPES = {
     "settings:manage",
     "registry:check",
     "registry:submit",
+    "review:decide",
+    "job:appeal",
 }
 SUFFIX = secrets.token_hex(4)
 BLOCKED = f"zorbleflax{SUFFIX}"
@@ -122,12 +150,13 @@ class Tally:
         self.failed = {}
         self.current = None
 
-    def call(self, operation, expect, **kwargs):
+    def call(self, operation, expect, client=None, **kwargs):
         """Calls `operation.sync_detailed` and checks the status code; returns the parsed answer."""
         name = operation.__name__.rsplit(".", 1)[-1]
         self.driven.add(name)
         self.current = name
-        client = public if operation in (health, metrics, openapi_json) else authed
+        if client is None:
+            client = public if operation in (health, metrics, openapi_json) else authed
         response = operation.sync_detailed(client=client, **kwargs)
         self.check(
             response.status_code == expect,
@@ -154,6 +183,10 @@ check = tally.check
 TIMEOUT = httpx.Timeout(30.0)
 authed = AuthenticatedClient(
     base_url=API_URL, token=os.environ["API_KEY"], raise_on_unexpected_status=True, timeout=TIMEOUT
+)
+# A second reviewer of the same account: an appeal goes to someone who has not decided the job.
+reviewer = AuthenticatedClient(
+    base_url=API_URL, token=os.environ["REVIEWER_KEY"], raise_on_unexpected_status=True, timeout=TIMEOUT
 )
 public = Client(base_url=API_URL, raise_on_unexpected_status=True, timeout=TIMEOUT)
 
@@ -522,6 +555,95 @@ def main():
             f"revoked {revoked}",
         )
 
+    def policy_versions():
+        overview, _ = tally.call(get_policy, 200)
+        check(overview.active == 1 and overview.shadow is None, f"policy {overview}")
+        categories = NewVersionBodyCategories()
+        categories.additional_properties = {"violence": Rule(mode="enforce", block_at=0.7, review_at=0.4)}
+        draft, _ = tally.call(
+            create_policy_version,
+            201,
+            body=NewVersionBody(
+                categories=categories, review=ReviewSettings(sample_rate=1.0), note="Review every job"
+            ),
+        )
+        check(draft.version == 2 and draft.status == "draft", f"draft {draft}")
+        rule = draft.categories.additional_properties["violence"]
+        check(rule.block_at == 0.7 and rule.review_at == 0.4, f"violence {rule}")
+        got, _ = tally.call(get_policy_version, 200, v=2)
+        check(got.review.sample_rate == 1.0, f"version 2 {got}")
+        impact, _ = tally.call(policy_version_impact, 200, v=2)
+        check(impact.jobs == len(jobs), f"impact over {impact.jobs} jobs, {len(jobs)} completed")
+        shadowed, _ = tally.call(shadow_policy_version, 200, v=2)
+        check(shadowed.status == "shadow", f"shadow {shadowed.status}")
+        tally.call(stop_policy_shadow, 204)
+        activated, _ = tally.call(activate_policy_version, 200, v=2)
+        check(activated.status == "active", f"activated {activated.status}")
+        events, _ = tally.call(list_audit_events, 200, action="policy.activated")
+        check(
+            len(events.events) == 1 and events.events[0].target.id == "2", f"audit {events.events}"
+        )
+
+    def review_and_appeal():
+        # Every job is sampled now: this one goes to review when it completes.
+        submit(
+            moderate_prompt,
+            ModeratePromptBody(text="See you at the match tonight.", webhook_url=receiver.url("/review")),
+            "reviewed",
+        )
+        job = wait_for_job(jobs["reviewed"])
+        check(job.review.state == "pending" and job.review.reasons == ["sample"], f"review {job.review}")
+        queue, _ = tally.call(review_queue, 200)
+        check(queue.pending == 1 and queue.by_reason.sample == 1, f"queue {queue}")
+        listed, _ = tally.call(list_review_items, 200, state="pending")
+        check(len(listed.items) == 1, f"items {listed.items}")
+        claimed, _ = tally.call(claim_review_item, 200)
+        check(claimed.job_id == jobs["reviewed"] and claimed.state == "claimed", f"claimed {claimed}")
+        item, _ = tally.call(get_review_item, 200, id=claimed.item_id)
+        check(item.content.text == "See you at the match tonight.", f"content {item.content}")
+        released, _ = tally.call(release_review_item, 200, id=claimed.item_id)
+        check(released.state == "pending", f"released {released.state}")
+        claimed, _ = tally.call(claim_review_item, 200)
+        decided, _ = tally.call(
+            decide_review_item,
+            200,
+            id=claimed.item_id,
+            body=DecideBody(is_prohibited=True, note="Spam in context."),
+        )
+        check(decided.revision == 1 and decided.changed, f"decided {decided}")
+        appealed, _ = tally.call(
+            appeal_job, 201, id=jobs["reviewed"], body=AppealBody(reason="It was not spam.", appeal_ref="t-1")
+        )
+        again, _ = tally.call(
+            appeal_job, 200, id=jobs["reviewed"], body=AppealBody(reason="It was not spam.", appeal_ref="t-1")
+        )
+        check(again.appeal_id == appealed.appeal_id, "the same appeal_ref answered another appeal")
+        appeal_item, _ = tally.call(claim_review_item, 200, client=reviewer)
+        check(appeal_item.appeal_id == appealed.appeal_id, f"the appeal's item {appeal_item}")
+        upheld, _ = tally.call(
+            decide_review_item,
+            200,
+            client=reviewer,
+            id=appeal_item.item_id,
+            body=DecideBody(is_prohibited=False, note="Not spam after all."),
+        )
+        check(upheld.appeal_state == "overturned", f"appeal {upheld.appeal_state}")
+        read, _ = tally.call(get_appeal, 200, id=appealed.appeal_id)
+        check(read.state == "overturned", f"appeal state {read.state}")
+        history, _ = tally.call(job_decisions, 200, id=jobs["reviewed"])
+        check(
+            [d.decided_by for d in history.decisions] == ["model", "review", "appeal"],
+            f"history {history.decisions}",
+        )
+        # job.completed, job.revised twice and appeal.decided, each verified as a receiver would.
+        received = receiver.wait_for("/review", 4)
+        events = sorted(verify(r, state["new"])["event"] for r in received)
+        check(
+            events == ["appeal.decided", "job.completed", "job.revised", "job.revised"],
+            f"events {events}",
+        )
+        state["review_verified"] = len(received)
+
     def cleanup_settings():
         tally.call(delete_custom_category, 204, id=state["category"])
         listed, _ = tally.call(list_custom_categories, 200)
@@ -542,6 +664,8 @@ def main():
         ("signatures", signatures),
         ("job reads, export and usage", job_reads),
         ("registry", registry),
+        ("policy versions and the audit log", policy_versions),
+        ("review and appeals", review_and_appeal),
         ("clean-up", cleanup_settings),
     ]:
         tally.current = None
@@ -553,7 +677,8 @@ def main():
         print(f"FAILED {name}: the document has it, the driver never called it")
     passed = len(tally.driven - set(tally.failed))
     print(
-        f"python webhooks: {state.get('verified', 0)} deliveries verified with standardwebhooks across a rotation"
+        f"python webhooks: {state.get('verified', 0)} deliveries verified with standardwebhooks across a rotation, "
+        f"{state.get('review_verified', 0)} of review and appeals"
     )
     print(
         f"python: {len(tally.driven)} of {len(operations)} operations driven, {passed} passed, {len(set(tally.failed))} failed"

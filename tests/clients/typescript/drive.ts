@@ -31,7 +31,7 @@ const MEDIA_URL = env("MEDIA_URL");
 const SCOPES = [
   "moderate:prompt", "moderate:chat", "moderate:image", "moderate:video", "moderate:audio",
   "job:read", "usage:read", "webhook:manage", "settings:manage", "registry:check",
-  "registry:submit",
+  "registry:submit", "review:decide", "job:appeal",
 ];
 const SUFFIX = randomBytes(4).toString("hex");
 const BLOCKED = `zorbleflax${SUFFIX}`;
@@ -62,8 +62,11 @@ const record: Middleware = {
   },
 };
 const api = createClient<paths>({ baseUrl: API_URL, headers: { Authorization: `Bearer ${env("API_KEY")}` } });
+// A second reviewer of the same account: an appeal goes to someone who has not decided the job.
+const reviewer = createClient<paths>({ baseUrl: API_URL, headers: { Authorization: `Bearer ${env("REVIEWER_KEY")}` } });
 const open = createClient<paths>({ baseUrl: API_URL });
 api.use(record);
+reviewer.use(record);
 open.use(record);
 
 /** Checks an answer's status and returns its parsed body. */
@@ -177,7 +180,7 @@ function parseCsv(text: string): Record<string, string>[] {
 async function main(): Promise<number> {
   const receiver = await startReceiver();
   const jobs = new Map<string, string>();
-  const state: { old?: string; fresh?: string; category?: string; verified?: number } = {};
+  const state: { old?: string; fresh?: string; category?: string; verified?: number; reviewVerified?: number } = {};
 
   const publicOperations = async () => {
     const health = answer(await open.GET("/health"), 200);
@@ -408,6 +411,88 @@ async function main(): Promise<number> {
     check(revoked.status === "revoked" && revoked.revoke_reason === "Reported in error.", "revoked");
   };
 
+  const policyVersions = async () => {
+    const overview = answer(await api.GET("/api/v1/policy"), 200);
+    check(overview.active === 1 && overview.shadow === null, `policy ${JSON.stringify(overview)}`);
+    const draft = answer(
+      await api.POST("/api/v1/policy/versions", {
+        body: {
+          categories: { violence: { mode: "enforce", block_at: 0.7, review_at: 0.4 } },
+          review: { sample_rate: 1.0 },
+          note: "Review every job",
+        },
+      }),
+      201,
+    );
+    check(draft.version === 2 && draft.status === "draft", `draft ${JSON.stringify(draft)}`);
+    check(draft.categories.violence.block_at === 0.7 && draft.categories.violence.review_at === 0.4, "violence");
+    const v = 2;
+    const got = answer(await api.GET("/api/v1/policy/versions/{v}", { params: { path: { v } } }), 200);
+    check(got.review.sample_rate === 1.0, "version 2's sample");
+    const impact = answer(await api.GET("/api/v1/policy/versions/{v}/impact", { params: { path: { v } } }), 200);
+    check(impact.jobs === jobs.size, `impact over ${impact.jobs} jobs, ${jobs.size} completed`);
+    const shadowed = answer(await api.POST("/api/v1/policy/versions/{v}/shadow", { params: { path: { v } } }), 200);
+    check(shadowed.status === "shadow", `shadow ${shadowed.status}`);
+    answer(await api.DELETE("/api/v1/policy/shadow"), 204);
+    const activated = answer(await api.POST("/api/v1/policy/versions/{v}/activate", { params: { path: { v } } }), 200);
+    check(activated.status === "active", `activated ${activated.status}`);
+    const events = answer(await api.GET("/api/v1/audit", { params: { query: { action: "policy.activated" } } }), 200);
+    check(events.events.length === 1 && events.events[0].target.id === "2", `audit ${JSON.stringify(events.events)}`);
+  };
+
+  const reviewAndAppeal = async () => {
+    // Every job is sampled now: this one goes to review when it completes.
+    accepted("reviewed", await api.POST("/api/v1/moderate/prompt", {
+      body: { text: "See you at the match tonight.", webhook_url: receiver.url("/review") },
+      bodySerializer: multipart,
+    }));
+    const jobId = jobs.get("reviewed")!;
+    const job = await waitForJob(jobId);
+    check(job.review?.state === "pending" && job.review.reasons.join() === "sample", `review ${JSON.stringify(job.review)}`);
+    const queue = answer(await api.GET("/api/v1/review/queue"), 200);
+    check(queue.pending === 1 && queue.by_reason.sample === 1, `queue ${JSON.stringify(queue)}`);
+    const listed = answer(await api.GET("/api/v1/review/items", { params: { query: { state: "pending" } } }), 200);
+    check(listed.items.length === 1, `items ${listed.items.length}`);
+    let claimed = answer(await api.POST("/api/v1/review/claim"), 200);
+    check(claimed.job_id === jobId && claimed.state === "claimed", `claimed ${JSON.stringify(claimed)}`);
+    const item = answer(await api.GET("/api/v1/review/items/{id}", { params: { path: { id: claimed.item_id } } }), 200);
+    check(item.content.text === "See you at the match tonight.", `content ${JSON.stringify(item.content)}`);
+    const released = answer(await api.POST("/api/v1/review/items/{id}/release", { params: { path: { id: claimed.item_id } } }), 200);
+    check(released.state === "pending", `released ${released.state}`);
+    claimed = answer(await api.POST("/api/v1/review/claim"), 200);
+    const decided = answer(
+      await api.POST("/api/v1/review/items/{id}/decide", {
+        params: { path: { id: claimed.item_id } },
+        body: { is_prohibited: true, note: "Spam in context." },
+      }),
+      200,
+    );
+    check(decided.revision === 1 && decided.changed, `decided ${JSON.stringify(decided)}`);
+    const appealBody = { reason: "It was not spam.", appeal_ref: "t-1" };
+    const appealed = answer(await api.POST("/api/v1/job/{id}/appeal", { params: { path: { id: jobId } }, body: appealBody }), 201);
+    const again = answer(await api.POST("/api/v1/job/{id}/appeal", { params: { path: { id: jobId } }, body: appealBody }), 200);
+    check(again.appeal_id === appealed.appeal_id, "the same appeal_ref answered another appeal");
+    const appealItem = answer(await reviewer.POST("/api/v1/review/claim"), 200);
+    check(appealItem.appeal_id === appealed.appeal_id, `the appeal's item ${JSON.stringify(appealItem)}`);
+    const overturned = answer(
+      await reviewer.POST("/api/v1/review/items/{id}/decide", {
+        params: { path: { id: appealItem.item_id } },
+        body: { is_prohibited: false, note: "Not spam after all." },
+      }),
+      200,
+    );
+    check(overturned.appeal_state === "overturned", `appeal ${overturned.appeal_state}`);
+    const read = answer(await api.GET("/api/v1/appeals/{id}", { params: { path: { id: appealed.appeal_id } } }), 200);
+    check(read.state === "overturned", `appeal state ${read.state}`);
+    const history = answer(await api.GET("/api/v1/job/{id}/decisions", { params: { path: { id: jobId } } }), 200);
+    check(history.decisions.map((d) => d.decided_by).join() === "model,review,appeal", "the decisions");
+    // job.completed, job.revised twice and appeal.decided, each verified as a receiver would.
+    const received = await receiver.waitFor("/review", 4);
+    const events = received.map((r) => verify(r, state.fresh!).event as string).sort().join();
+    check(events === "appeal.decided,job.completed,job.revised,job.revised", `events ${events}`);
+    state.reviewVerified = received.length;
+  };
+
   const cleanup = async () => {
     answer(await api.DELETE("/api/v1/custom-categories/{id}", { params: { path: { id: state.category! } } }), 204);
     const listed = answer(await api.GET("/api/v1/custom-categories"), 200);
@@ -429,6 +514,8 @@ async function main(): Promise<number> {
     ["signatures", signatures],
     ["job reads, export and usage", jobReads],
     ["registry", registry],
+    ["policy versions and the audit log", policyVersions],
+    ["review and appeals", reviewAndAppeal],
     ["clean-up", cleanup],
   ];
   for (const [title, body] of steps) {
@@ -452,7 +539,10 @@ async function main(): Promise<number> {
     console.log(`FAILED ${name}: the document has it, the driver never called it`);
   }
   const passed = [...tally.driven].filter((op) => !tally.failed.has(op)).length;
-  console.log(`typescript webhooks: ${state.verified ?? 0} deliveries verified with standardwebhooks across a rotation`);
+  console.log(
+    `typescript webhooks: ${state.verified ?? 0} deliveries verified with standardwebhooks across a rotation, ` +
+      `${state.reviewVerified ?? 0} of review and appeals`,
+  );
   console.log(`typescript: ${tally.driven.size} of ${operations.size} operations driven, ${passed} passed, ${tally.failed.size} failed`);
   return tally.failed.size === 0 ? 0 : 1;
 }

@@ -21,5 +21,6 @@ mod policies;
 mod queue;
 mod registry;
 mod rescue;
+mod review;
 mod structure;
 mod url_guard;

@@ -152,6 +152,7 @@ const API_FAMILIES: &[(&str, &[&str])] = &[
     ("requests_limited_total", &["reason"]),
     ("rate_limit_unavailable_total", &[]),
     ("registry_checks_total", &["context", "outcome"]),
+    ("review_decisions_total", &["outcome"]),
 ];
 const WORKER_FAMILIES: &[(&str, &[&str])] = &[
     ("process_up", &["process"]),
@@ -178,6 +179,9 @@ const DISPATCHER_FAMILIES: &[(&str, &[&str])] = &[
     ("webhook_oldest_due_seconds", &[]),
     ("queue_depth", &["modality", "state"]),
     ("db_pool_connections", &["state"]),
+    ("review_items", &["state"]),
+    ("review_oldest_pending_seconds", &[]),
+    ("review_sla_seconds", &[]),
 ];
 
 /// Checks that `text` holds exactly the families of `expected`, each with exactly its labels.

@@ -52,11 +52,16 @@ async fn the_document_is_served_without_a_key_and_describes_every_served_route_w
         match endpoint.access {
             Access::Public => assert_eq!(security, &serde_json::json!([]), "{}", endpoint.path),
             Access::AnyKey => assert_eq!(security, &serde_json::json!([{"api_key": []}])),
-            Access::Scope(scope) => {
-                assert_eq!(
-                    security,
-                    &serde_json::json!([{"api_key": [scope.as_str()]}])
-                );
+            Access::Scope(_) | Access::EitherScope(..) => {
+                let expected = match endpoint.access {
+                    Access::EitherScope(first, second) => serde_json::json!([
+                        {"api_key": [first.as_str()]},
+                        {"api_key": [second.as_str()]}
+                    ]),
+                    Access::Scope(scope) => serde_json::json!([{"api_key": [scope.as_str()]}]),
+                    _ => unreachable!(),
+                };
+                assert_eq!(security, &expected);
                 for status in ["401", "403", "429"] {
                     assert_eq!(
                         operation["responses"][status]["content"]["application/json"]["schema"]

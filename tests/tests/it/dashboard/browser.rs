@@ -13,6 +13,8 @@ use moderation_tests::{
     worker::spawn_worker,
 };
 
+mod policy;
+
 async fn sign_in(browser: &Browser, dashboard: &TestDashboard, user: &TestUser) {
     browser.goto(&dashboard.url("/login")).await;
     browser

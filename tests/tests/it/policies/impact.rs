@@ -1,48 +1,11 @@
 //! The impact preview (contract 13): a version applied to stored scores, no model run.
 
-use moderation_shared::{
-    db::{
-        self,
-        jobs::{finish_many, Finish, JobResult},
-    },
-    domain::{ClaimToken, JobId},
-    outcome::{Decision, JobOutcome},
-};
+use moderation_shared::db;
 use moderation_tests::{assert_error, spawn_app, TestApp, TestKey};
 use reqwest::Method;
 use serde_json::{json, Value};
 
 use super::{send, settings_key};
-
-/// Submits a prompt and finishes it as a worker would, with `scores` decided as `prohibited`
-/// by version 1 (`listed`: a list rejected it).
-async fn finished(
-    app: &TestApp,
-    key: &TestKey,
-    prohibited: bool,
-    listed: bool,
-    scores: &[(&str, u16)],
-) -> JobId {
-    let job = JobId(app.submit_prompt(key, "some text").await);
-    let mut client = app.db.pool.get().await.unwrap();
-    let tx = client.transaction().await.unwrap();
-    let result = JobResult {
-        id: job,
-        token: ClaimToken::new(),
-        stamp: None,
-        outcome: JobOutcome::Decided(Box::new(Decision {
-            is_prohibited: prohibited,
-            listed,
-            policy_version: Some(1),
-            scores: scores.iter().map(|&(c, s)| (c.to_owned(), s)).collect(),
-            ..Decision::default()
-        })),
-    };
-    let answers = finish_many(&*tx, &[result]).await.unwrap();
-    assert!(matches!(answers[0], Finish::Done(_)));
-    tx.commit().await.unwrap();
-    job
-}
 
 async fn impact(app: &TestApp, key: &TestKey, version: i32, query: &str) -> reqwest::Response {
     send(
@@ -65,25 +28,17 @@ async fn a_version_is_applied_to_stored_scores_against_the_decisions_jobs_got() 
             Some(&[moderation_shared::domain::Scope::ModeratePrompt]),
         )
         .await;
-    let stricter = finished(
-        &app,
-        &scoring,
-        false,
-        false,
-        &[("violence", 400), ("hate", 10)],
-    )
-    .await;
-    let laxer = finished(
-        &app,
-        &scoring,
-        true,
-        false,
-        &[("hate", 600), ("violence", 10)],
-    )
-    .await;
-    finished(&app, &scoring, true, true, &[("hate", 100)]).await;
-    finished(&app, &scoring, false, false, &[]).await;
-    finished(&app, &scoring, false, false, &[("sexual", 450)]).await;
+    let stricter = app
+        .finished_with_scores(&scoring, false, false, &[("violence", 400), ("hate", 10)])
+        .await;
+    let laxer = app
+        .finished_with_scores(&scoring, true, false, &[("hate", 600), ("violence", 10)])
+        .await;
+    app.finished_with_scores(&scoring, true, true, &[("hate", 100)])
+        .await;
+    app.finished_with_scores(&scoring, false, false, &[]).await;
+    app.finished_with_scores(&scoring, false, false, &[("sexual", 450)])
+        .await;
     let created = send(
         &app,
         Method::POST,
