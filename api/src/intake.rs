@@ -182,7 +182,7 @@ async fn resolve_held_keys(
         let holders = job_keys::holders(client, &keys).await?;
         let mut expired = Vec::new();
         let mut again = Vec::new();
-        for (i, holder) in held.drain(..).zip(holders) {
+        for ((i, holder), key) in held.drain(..).zip(holders).zip(&keys) {
             match holder {
                 Some(holder) if holder.created_at >= expired_before => {
                     let same = jobs[i]
@@ -195,8 +195,8 @@ async fn resolve_held_keys(
                         Persisted::KeyConflict
                     };
                 }
-                Some(holder) => {
-                    expired.push(holder.id);
+                Some(_) => {
+                    expired.push(*key);
                     again.push(i);
                 }
                 // The holder gave its key up between the insert and the lookup.

@@ -8,6 +8,7 @@ use moderation_shared::{
         RedisSettings,
     },
     crypto::SealingKey,
+    lifecycle::Retention,
     registry::RegistryKey,
     url_guard::UrlGuard,
 };
@@ -59,6 +60,9 @@ pub struct ApiSettings {
     /// 10 000, 100 to 600 000): past it, 503 (a submission's carries its `job_id`). A streamed
     /// export's body has its own write deadline.
     pub request_deadline: Duration,
+    /// `APP_RETENTION_DAYS` and `APP_CONTENT_RETENTION_DAYS`: reads never return a row past
+    /// retention.
+    pub retention: Retention,
 }
 
 impl ApiSettings {
@@ -87,6 +91,7 @@ impl ApiSettings {
                 REQUEST_DEADLINE,
                 100..=600_000,
             )?,
+            retention: Retention::from_env()?,
         })
     }
 
@@ -111,6 +116,7 @@ impl ApiSettings {
             exports: ExportSettings::default(),
             registry_key,
             request_deadline: REQUEST_DEADLINE,
+            retention: Retention::default(),
         }
     }
 }

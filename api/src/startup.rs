@@ -68,6 +68,7 @@ impl Application {
             metrics: telemetry::install_metrics(),
             registry_key: settings.registry_key.clone(),
             request_deadline: settings.request_deadline,
+            retention: settings.retention,
         });
         metrics::gauge!(telemetry::PROCESS_UP, "process" => "api").set(1.0);
         telemetry::zero_api_counters();

@@ -2,8 +2,8 @@
 
 use metrics_exporter_prometheus::PrometheusHandle;
 use moderation_shared::{
-    crypto::SealingKey, db::Pool, queue::JobQueue, redis_conn::RedisConn, registry::RegistryKey,
-    url_guard::UrlGuard,
+    clock, crypto::SealingKey, db::Pool, lifecycle::Retention, queue::JobQueue,
+    redis_conn::RedisConn, registry::RegistryKey, url_guard::UrlGuard,
 };
 
 use crate::{
@@ -52,4 +52,13 @@ pub struct AppState {
     pub registry_key: RegistryKey,
     /// The longest any request takes to be answered (`APP_REQUEST_DEADLINE_MS`).
     pub request_deadline: std::time::Duration,
+    /// How long jobs are kept: reads never return a row past it.
+    pub retention: Retention,
+}
+
+impl AppState {
+    /// The least id still kept now: every read asks for ids at or above it.
+    pub fn floor(&self) -> uuid::Uuid {
+        self.retention.floor(clock::now())
+    }
 }

@@ -4,6 +4,7 @@ use moderation_shared::{
     client_ip::TrustedProxies,
     config::{env_bool, env_or, env_raw, ConfigError, DatabaseSettings, RedisSettings},
     crypto::SealingKey,
+    lifecycle::Retention,
     limits::LimitSettings,
     registry::RegistryKey,
     url_guard::UrlGuard,
@@ -34,6 +35,9 @@ pub struct DashboardSettings {
     /// `APP_REGISTRY_KEY` (required, the api's): the key of stored registry identifiers, for
     /// members' reports and checks.
     pub registry_key: RegistryKey,
+    /// `APP_RETENTION_DAYS` and `APP_CONTENT_RETENTION_DAYS`, as the api reads them: pages
+    /// never show a row past retention.
+    pub retention: Retention,
 }
 
 impl DashboardSettings {
@@ -53,6 +57,7 @@ impl DashboardSettings {
             url_guard: UrlGuard::system(env_bool("APP_ALLOW_PRIVATE_URLS", false)?),
             encryption_key: SealingKey::from_env()?,
             registry_key: RegistryKey::from_env()?,
+            retention: Retention::from_env()?,
         })
     }
 
@@ -74,6 +79,7 @@ impl DashboardSettings {
             url_guard: UrlGuard::system(false),
             encryption_key,
             registry_key,
+            retention: Retention::default(),
         }
     }
 }

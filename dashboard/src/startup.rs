@@ -51,6 +51,7 @@ impl Application {
             metrics: telemetry::install_metrics(),
             exports: ExportPermits::default(),
             insecure_cookies: settings.insecure_cookies,
+            retention: settings.retention,
         });
         metrics::gauge!(telemetry::PROCESS_UP, "process" => "dashboard").set(1.0);
         let port = listener.local_addr()?.port();

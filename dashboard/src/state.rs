@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use metrics_exporter_prometheus::PrometheusHandle;
 use moderation_shared::{
-    client_ip::TrustedProxies, crypto::SealingKey, db::Pool, limits::Limiter, queue::JobQueue,
-    redis_conn::RedisConn, registry::RegistryKey, url_guard::UrlGuard,
+    client_ip::TrustedProxies, crypto::SealingKey, db::Pool, lifecycle::Retention, limits::Limiter,
+    queue::JobQueue, redis_conn::RedisConn, registry::RegistryKey, url_guard::UrlGuard,
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -40,6 +40,15 @@ pub struct AppState {
     pub exports: ExportPermits,
     /// Whether cookies go without `Secure` (development over plain HTTP).
     pub insecure_cookies: bool,
+    /// How long jobs are kept: pages never show a row past it.
+    pub retention: Retention,
+}
+
+impl AppState {
+    /// The least id still kept now: every read asks for ids at or above it.
+    pub fn floor(&self) -> uuid::Uuid {
+        self.retention.floor(moderation_shared::clock::now())
+    }
 }
 
 /// Exports one replica runs at once.

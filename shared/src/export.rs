@@ -121,17 +121,18 @@ pub struct Export<S> {
 }
 
 impl<S> Export<S> {
-    /// An export of `account`'s jobs created in `[from, to)`, read on `client` (hold it only
-    /// for exports: it is kept until the export ends).
+    /// An export of `account`'s jobs created in `[from, to)` with ids from `floor` on (the
+    /// retention floor), read on `client` (hold it only for exports: it is kept until the
+    /// export ends).
     pub async fn start(
         client: Object,
         account: AccountId,
-        from: OffsetDateTime,
-        to: OffsetDateTime,
+        (from, to): (OffsetDateTime, OffsetDateTime),
+        floor: uuid::Uuid,
         slot: S,
     ) -> Result<Self, DbError> {
         let names = job_reports::key_names(&client, account).await?;
-        let rows = job_reports::export_rows(&client, account, from, to).await?;
+        let rows = job_reports::export_rows(&client, account, from, to, floor).await?;
         Ok(Self {
             client,
             rows: Box::pin(rows),

@@ -14,6 +14,7 @@ pub mod db;
 pub mod domain;
 pub mod export;
 pub mod keys;
+pub mod lifecycle;
 pub mod limits;
 pub mod media_hash;
 pub mod outcome;

@@ -1,6 +1,7 @@
 //! Human review and appeals (contract 14): the rules shared by the api and the dashboard.
 //!
-//! Every function here runs in the caller's transaction and writes everything a step changes
+//! Every function reads only what retention keeps (`floor`, the least id still kept) and runs
+//! in the caller's transaction and writes everything a step changes
 //! together: an appeal with its review item and audit event; a decision with the job's new
 //! revision, the item, the appeal, the webhook deliveries (`job.revised` when the outcome
 //! changes, `appeal.decided` for every appeal) and the audit events.
@@ -9,6 +10,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 use time::OffsetDateTime;
+use uuid::Uuid;
 
 use crate::{
     clock,
@@ -89,6 +91,7 @@ pub async fn appeal(
     account: AccountId,
     actor: Actor,
     job: JobId,
+    floor: Uuid,
     reason: &str,
     appeal_ref: Option<&str>,
 ) -> Result<Appealed, ReviewError> {
@@ -102,7 +105,7 @@ pub async fn appeal(
         }
     }
     // The job's row lock serialises its appeals.
-    let job = jobs::lock(client, account, job)
+    let job = jobs::lock(client, account, job, floor)
         .await?
         .ok_or(ReviewError::NotFound("no such job"))?;
     if let Some(appeal_ref) = appeal_ref {
@@ -157,8 +160,9 @@ pub async fn release(
     account: AccountId,
     reviewer: Actor,
     id: ReviewItemId,
+    floor: Uuid,
 ) -> Result<ReviewItem, ReviewError> {
-    let item = review_items::lock(client, account, id)
+    let item = review_items::lock(client, account, id, floor)
         .await?
         .ok_or(ReviewError::NotFound("no such review item"))?;
     if !item.is_claimed_by(reviewer) {
@@ -167,7 +171,7 @@ pub async fn release(
         ));
     }
     review_items::release(client, &item).await?;
-    review_items::get(client, account, id)
+    review_items::get(client, account, id, floor)
         .await?
         .ok_or(ReviewError::NotFound("no such review item"))
 }
@@ -217,11 +221,12 @@ pub async fn decide(
     reviewer: Actor,
     id: ReviewItemId,
     input: &DecisionInput,
+    floor: Uuid,
 ) -> Result<Decided, ReviewError> {
     if let Some(note) = &input.note {
         check_text("note", note)?;
     }
-    let item = review_items::lock(client, account, id)
+    let item = review_items::lock(client, account, id, floor)
         .await?
         .ok_or(ReviewError::NotFound("no such review item"))?;
     if item.state == ReviewItemState::Decided {
@@ -234,7 +239,7 @@ pub async fn decide(
             "only the reviewer who claimed the item may decide it; claim it first".to_owned(),
         ));
     }
-    let job = jobs::lock(client, account, item.job_id)
+    let job = jobs::lock(client, account, item.job_id, floor)
         .await?
         .ok_or(ReviewError::NotFound("no such job"))?;
     if item.appeal_id.is_some() && job_decisions::has_decided(client, job.id, reviewer).await? {

@@ -1,9 +1,27 @@
 //! Rows written straight into the test database, for tests of reads (export, usage) that must
 //! not depend on the submission endpoints.
 
-use moderation_shared::{db::Pool, domain::AccountId};
+use moderation_shared::{db::Pool, domain::AccountId, lifecycle};
 use time::OffsetDateTime;
 use uuid::Uuid;
+
+/// A UUIDv7 made at `at` whose other bits are `tail`: ids sort by time, then by `tail`.
+pub fn id_at(at: OffsetDateTime, tail: u128) -> Uuid {
+    let millis = u64::try_from(at.unix_timestamp_nanos() / 1_000_000).expect("after 1970");
+    uuid::Builder::from_unix_timestamp_millis(
+        millis,
+        &tail.to_be_bytes()[6..].try_into().expect("ten bytes"),
+    )
+    .into_uuid()
+}
+
+/// Makes the month partitions holding `at` (and the next), for rows written at past instants.
+pub async fn ensure_partitions(pool: &Pool, at: OffsetDateTime) {
+    let client = pool.get().await.expect("connect");
+    lifecycle::ensure_partitions(&client, at, 2)
+        .await
+        .expect("make the month partitions");
+}
 
 /// A job row to insert; [`JobRow::new`] gives a queued job, the builders finish it.
 #[derive(Debug, Clone)]
@@ -35,7 +53,7 @@ pub struct JobRow {
 }
 
 impl JobRow {
-    /// A queued job of `job_type` with a random id.
+    /// A queued job of `job_type` with a random UUIDv7 of `created_at`.
     pub fn new(
         account: AccountId,
         job_type: &'static str,
@@ -43,7 +61,7 @@ impl JobRow {
         created_at: OffsetDateTime,
     ) -> Self {
         Self {
-            id: Uuid::new_v4(),
+            id: id_at(created_at, Uuid::new_v4().as_u128()),
             account,
             api_key_id: None,
             job_type,
@@ -58,9 +76,10 @@ impl JobRow {
         }
     }
 
-    /// With this id.
-    pub fn id(mut self, id: &str) -> Self {
-        self.id = id.parse().expect("fixture job id");
+    /// With the id of its `created_at` whose other bits are `n`: fixed, and ordered by `n`
+    /// among jobs made at one instant.
+    pub fn seq(mut self, n: u128) -> Self {
+        self.id = id_at(self.created_at, n);
         self
     }
 
@@ -99,8 +118,10 @@ impl JobRow {
         self
     }
 
-    /// Inserts the row.
+    /// Inserts the row (making its month's partition when it is in the past) and counts it in
+    /// the account's usage, as a submission does.
     pub async fn insert(&self, pool: &Pool) {
+        ensure_partitions(pool, self.created_at).await;
         let client = pool.get().await.expect("connect");
         client
             .execute(
@@ -128,6 +149,20 @@ impl JobRow {
             )
             .await
             .expect("insert fixture job");
+        client
+            .execute(
+                "WITH m AS (INSERT INTO usage_minutes (account_id, minute, type, count)
+                            VALUES ($1, date_trunc('minute', $3::timestamptz), $2, 1)
+                            ON CONFLICT (account_id, minute, type, shard)
+                            DO UPDATE SET count = usage_minutes.count + 1)
+                 INSERT INTO usage_days (account_id, day, type, count)
+                 VALUES ($1, ($3::timestamptz AT TIME ZONE 'UTC')::date, $2, 1)
+                 ON CONFLICT (account_id, day, type, shard)
+                 DO UPDATE SET count = usage_days.count + 1",
+                &[&self.account.0, &self.job_type, &self.created_at],
+            )
+            .await
+            .expect("count the fixture job's usage");
     }
 }
 

@@ -236,7 +236,7 @@ pub async fn insert_jobs(
     let rows = client
         .query(
             "INSERT INTO jobs (id, account_id, type, content, enqueued_at)
-             SELECT gen_random_uuid(), $1, $2, 'queued by a test',
+             SELECT uuid_v7(), $1, $2, 'queued by a test',
                     CASE WHEN $4 THEN now() END
              FROM generate_series(1, $3::bigint)
              RETURNING id",

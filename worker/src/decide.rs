@@ -147,7 +147,7 @@ mod tests {
         ClaimedJob {
             id: JobId::new(),
             account_id: AccountId::new(),
-            content: String::new(),
+            content: Some(String::new()),
             messages: None,
             attempts: 1,
             nsfw_check,

@@ -1,8 +1,7 @@
 //! The purge of idempotency keys past their 24 hours.
 //!
 //! An expired key never blocks a submission (the api clears it when a new submission reuses
-//! it), but a key left on its job keeps an index entry and a stored request fingerprint
-//! forever. Every worker process clears expired keys now and then, a bounded number per
+//! it), but a key left in `idempotency_keys` keeps its row and request fingerprint forever. Every worker process clears expired keys now and then, a bounded number per
 //! statement; rows another process is clearing are skipped, so processes running it at once
 //! share the work.
 
@@ -34,7 +33,7 @@ pub async fn run_until_stopped(pool: Pool) {
     }
 }
 
-/// Clears the keys of every job submitted more than 24 hours before `now`; returns how many.
+/// Deletes every key taken more than 24 hours before `now`; returns how many.
 pub async fn try_purge(pool: &Pool, now: OffsetDateTime) -> Result<u64, DbError> {
     let client = pool.get().await?;
     let expired_before = now - IDEMPOTENCY_TTL;

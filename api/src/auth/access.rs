@@ -89,6 +89,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     row(Method::POST, "/api/v1/review/items/{id}/decide", Access::Scope(Scope::ReviewDecide)),
     row(Method::POST, "/api/v1/job/{id}/appeal", Access::Scope(Scope::JobAppeal)),
     row(Method::GET, "/api/v1/job/{id}/decisions", Access::Scope(Scope::JobRead)),
+    row(Method::DELETE, "/api/v1/job/{id}/content", Access::Scope(Scope::JobErase)),
     row(Method::GET, "/api/v1/appeals/{id}", Access::EitherScope(Scope::JobAppeal, Scope::JobRead)),
 ];
 

@@ -53,6 +53,7 @@ const BEARER: &str = "api_key";
         openapi_json,
         routes::me::me,
         routes::jobs::get_job,
+        routes::jobs::erase_content,
         routes::jobs::get_progress,
         routes::jobs::list_jobs,
         routes::export::export,

@@ -102,6 +102,7 @@ pub(crate) async fn create(
         principal.account_id,
         principal.actor(),
         id.into_inner(),
+        state.floor(),
         &body.reason,
         body.appeal_ref.as_deref(),
     )
@@ -126,9 +127,14 @@ pub(crate) async fn get(
     id: web::Path<AppealId>,
 ) -> Result<HttpResponse, ApiError> {
     let client = state.pool.get().await?;
-    let appeal = appeals::get(&client, principal.account_id, id.into_inner())
-        .await?
-        .ok_or_else(|| ApiError::NotFound("no such appeal".to_owned()))?;
+    let appeal = appeals::get(
+        &client,
+        principal.account_id,
+        id.into_inner(),
+        state.floor(),
+    )
+    .await?
+    .ok_or_else(|| ApiError::NotFound("no such appeal".to_owned()))?;
     Ok(HttpResponse::Ok().json(AppealView::from(appeal)))
 }
 
@@ -192,9 +198,14 @@ pub(crate) async fn decisions(
     id: web::Path<JobId>,
 ) -> Result<HttpResponse, ApiError> {
     let client = state.pool.get().await?;
-    let job = jobs::get(&client, principal.account_id, id.into_inner())
-        .await?
-        .ok_or_else(|| ApiError::NotFound("no such job".to_owned()))?;
+    let job = jobs::get(
+        &client,
+        principal.account_id,
+        id.into_inner(),
+        state.floor(),
+    )
+    .await?
+    .ok_or_else(|| ApiError::NotFound("no such job".to_owned()))?;
     let stored = job_decisions::list(&client, job.id).await?;
     let decisions = if !stored.is_empty() {
         stored

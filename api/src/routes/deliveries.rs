@@ -171,6 +171,7 @@ pub(crate) async fn list(
     let query = query.into_inner();
     let limit = cursor::limit(query.limit)?;
     let filter = Filter {
+        floor: state.floor(),
         job_id: query
             .job_id
             .as_deref()
@@ -248,7 +249,7 @@ pub(crate) async fn get(
 ) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
     let client = state.pool.get().await?;
-    let delivery = delivery_log::get(&client, principal.account_id, id)
+    let delivery = delivery_log::get(&client, principal.account_id, id, state.floor())
         .await?
         .ok_or_else(not_found)?;
     let attempts = delivery_log::attempts(&client, id).await?;
@@ -275,7 +276,8 @@ pub(crate) async fn resend(
     id: web::Path<DeliveryId>,
 ) -> Result<HttpResponse, ApiError> {
     let client = state.pool.get().await?;
-    match delivery_log::request_resend(&client, principal.account_id, id.into_inner()).await? {
+    let (account, floor) = (principal.account_id, state.floor());
+    match delivery_log::request_resend(&client, account, id.into_inner(), floor).await? {
         Resend::Requested(delivery) => {
             Ok(HttpResponse::Accepted().json(DeliveryView::from(delivery)))
         }

@@ -12,6 +12,7 @@ use actix_web::{
 };
 pub use moderation_shared::export::parse_instant;
 use moderation_shared::{
+    clock,
     domain::AccountId,
     export::{self, Export},
 };
@@ -48,7 +49,12 @@ pub struct ExportQuery {
 #[utoipa::path(get, path = "/api/v1/jobs/export", operation_id = "export_jobs", tag = "jobs", params(ExportQuery),
     responses(
         (status = 200, description = "UTF-8 CSV with a byte-order mark and a header row, \
-         ordered by `created_at`, streamed.", content_type = "text/csv", body = String),
+         ordered by `created_at`, streamed. Rows past retention are gone: a window starting \
+         before the oldest kept instant holds the rows that still exist, and says so in \
+         `x-retained-since`.", content_type = "text/csv", body = String,
+         headers(("x-retained-since" = String, description = "Present when the window starts \
+         before the oldest instant retention keeps (`APP_RETENTION_DAYS`): that instant \
+         (RFC 3339, milliseconds); jobs before it are no longer held."))),
         (status = 400, description = "A bound is missing or unparsable, `from` is not before \
          `to`, or the window is over 366 days.", body = ErrorBody),
         (status = 429, description = "`RATE_LIMITED`: the account's rate limit is used up, the \
@@ -66,10 +72,17 @@ pub async fn export(
         .map_err(|e| ApiError::InvalidRequest(e.0))?;
     let slot = enter(&state.export_slots, principal.account_id)?;
     let client = state.export_pool.get().await?;
-    let export = Export::start(client, principal.account_id, from, to, slot).await?;
+    let now = clock::now();
+    let kept_since = state.retention.kept_since(now);
+    let floor = state.retention.floor(now);
+    let export = Export::start(client, principal.account_id, (from, to), floor, slot).await?;
     let (sender, receiver) = mpsc::channel(1);
     actix_web::rt::spawn(export.run(sender, state.export_settings.write_timeout));
-    Ok(HttpResponse::Ok()
+    let mut response = HttpResponse::Ok();
+    if from < kept_since {
+        response.insert_header(("x-retained-since", clock::format_millis(kept_since)));
+    }
+    Ok(response
         .content_type("text/csv; charset=utf-8")
         .insert_header((
             header::CONTENT_DISPOSITION,

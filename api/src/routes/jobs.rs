@@ -27,6 +27,7 @@ use crate::{
 /// Registers the routes under the `/api/v1` scope.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/job/{id}").route(web::get().to(get_job)))
+        .service(resource("/job/{id}/content").route(web::delete().to(erase_content)))
         .service(resource("/job/{id}/progress").route(web::get().to(get_progress)))
         .service(resource("/jobs").route(web::get().to(list_jobs)));
 }
@@ -37,7 +38,7 @@ fn not_found() -> ApiError {
 
 async fn load(state: &AppState, principal: &Principal, id: JobId) -> Result<Job, ApiError> {
     let client = state.pool.get().await?;
-    jobs::get(&client, principal.account_id, id)
+    jobs::get(&client, principal.account_id, id, state.floor())
         .await?
         .ok_or_else(not_found)
 }
@@ -73,6 +74,38 @@ pub struct Progress {
     /// When it last changed (RFC 3339, milliseconds).
     #[schema(format = DateTime)]
     updated_at: String,
+}
+
+#[utoipa::path(delete, path = "/api/v1/job/{id}/content", operation_id = "erase_job_content",
+    tag = "jobs",
+    params(("id" = Uuid, Path, description = "The job's id.")),
+    responses(
+        (status = 204, description = "The job's content (text, chat messages or media URL) is \
+         erased, now or before; its decision, scores and categories stay. A job erased before \
+         it was classified fails with `CONTENT_ERASED`."),
+        (status = 400, description = "The id is not a UUID.", body = ErrorBody),
+        (status = 404, description = "No such job of this account.", body = ErrorBody),
+    ))]
+pub(crate) async fn erase_content(
+    state: web::Data<AppState>,
+    principal: Principal,
+    id: web::Path<JobId>,
+) -> Result<HttpResponse, ApiError> {
+    let mut client = state.pool.get().await?;
+    let tx = client.transaction().await?;
+    let found = jobs::erase_content(
+        &tx,
+        principal.actor(),
+        principal.account_id,
+        id.into_inner(),
+        state.floor(),
+    )
+    .await?;
+    if !found {
+        return Err(ApiError::NotFound("no such job".to_owned()));
+    }
+    tx.commit().await?;
+    Ok(HttpResponse::NoContent().finish())
 }
 
 #[utoipa::path(get, path = "/api/v1/job/{id}/progress", tag = "jobs",
@@ -312,7 +345,15 @@ pub(crate) async fn list_jobs(
         .map(|(at, id)| (at, JobId(id)));
     let client = state.pool.get().await?;
     // One more than asked tells whether another page exists.
-    let mut found = jobs::list(&client, principal.account_id, &statuses, after, limit + 1).await?;
+    let mut found = jobs::list(
+        &client,
+        principal.account_id,
+        &statuses,
+        after,
+        limit + 1,
+        state.floor(),
+    )
+    .await?;
     let next_cursor = if found.len() as i64 > limit {
         found.truncate(limit as usize);
         found.last().map(|j| cursor::encode(j.created_at, j.id.0))

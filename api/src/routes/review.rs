@@ -257,7 +257,7 @@ pub(crate) async fn queue(
     principal: Principal,
 ) -> Result<HttpResponse, ApiError> {
     let client = state.pool.get().await?;
-    let counts = review_items::queue(&client, principal.account_id).await?;
+    let counts = review_items::queue(&client, principal.account_id, state.floor()).await?;
     Ok(HttpResponse::Ok().json(QueueView {
         pending: counts.pending,
         claimed: counts.claimed,
@@ -302,8 +302,15 @@ pub(crate) async fn list(
         .transpose()?
         .map(|(_, id)| ReviewItemId(id));
     let client = state.pool.get().await?;
-    let mut items =
-        review_items::page(&client, principal.account_id, wanted, after, limit + 1).await?;
+    let mut items = review_items::page(
+        &client,
+        principal.account_id,
+        wanted,
+        after,
+        limit + 1,
+        state.floor(),
+    )
+    .await?;
     let next_cursor = if items.len() as i64 > limit {
         items.truncate(limit as usize);
         items.last().map(|i| cursor::encode(i.created_at, i.id.0))
@@ -331,10 +338,11 @@ pub(crate) async fn get(
 ) -> Result<HttpResponse, ApiError> {
     let client = state.pool.get().await?;
     let account = principal.account_id;
-    let item = review_items::get(&client, account, id.into_inner())
+    let floor = state.floor();
+    let item = review_items::get(&client, account, id.into_inner(), floor)
         .await?
         .ok_or_else(|| ApiError::NotFound("no such review item".to_owned()))?;
-    Ok(HttpResponse::Ok().json(detail(&client, account, item).await?))
+    Ok(HttpResponse::Ok().json(detail(&client, account, item, floor).await?))
 }
 
 /// An item with what its job holds.
@@ -342,18 +350,16 @@ async fn detail(
     client: &deadpool_postgres::Object,
     account: moderation_shared::domain::AccountId,
     item: ReviewItem,
+    floor: uuid::Uuid,
 ) -> Result<ItemDetail, ApiError> {
-    let job = jobs::get(client, account, item.job_id)
+    let job = jobs::get(client, account, item.job_id, floor)
         .await?
         .ok_or_else(|| ApiError::NotFound("no such job".to_owned()))?;
-    let (text, messages) = jobs::content(client, account, item.job_id)
+    let (text, messages) = jobs::content(client, account, item.job_id, floor)
         .await?
         .unwrap_or_default();
     Ok(ItemDetail {
-        content: ContentView {
-            text: Some(text),
-            messages,
-        },
+        content: ContentView { text, messages },
         is_prohibited: job.is_prohibited,
         categories: job.categories,
         revision: job.revision,
@@ -372,9 +378,9 @@ pub(crate) async fn claim(
     principal: Principal,
 ) -> Result<HttpResponse, ApiError> {
     let client = state.pool.get().await?;
-    let account = principal.account_id;
-    match review_items::claim(&client, account, principal.actor()).await? {
-        Some(item) => Ok(HttpResponse::Ok().json(detail(&client, account, item).await?)),
+    let (account, floor) = (principal.account_id, state.floor());
+    match review_items::claim(&client, account, principal.actor(), floor).await? {
+        Some(item) => Ok(HttpResponse::Ok().json(detail(&client, account, item, floor).await?)),
         None => Ok(HttpResponse::NoContent().finish()),
     }
 }
@@ -394,13 +400,8 @@ pub(crate) async fn release(
 ) -> Result<HttpResponse, ApiError> {
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await?;
-    let item = review::release(
-        &tx,
-        principal.account_id,
-        principal.actor(),
-        id.into_inner(),
-    )
-    .await?;
+    let (account, floor) = (principal.account_id, state.floor());
+    let item = review::release(&tx, account, principal.actor(), id.into_inner(), floor).await?;
     tx.commit().await?;
     Ok(HttpResponse::Ok().json(ItemView::new(item, None)))
 }
@@ -432,8 +433,15 @@ pub(crate) async fn decide(
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await?;
     let item = id.into_inner();
-    let decided =
-        review::decide(&tx, principal.account_id, principal.actor(), item, &input).await?;
+    let decided = review::decide(
+        &tx,
+        principal.account_id,
+        principal.actor(),
+        item,
+        &input,
+        state.floor(),
+    )
+    .await?;
     tx.commit().await?;
     telemetry::count_review_decision(decided.changed);
     Ok(HttpResponse::Ok().json(DecisionView {

@@ -99,6 +99,7 @@ impl LogQuery {
                 job_id,
                 states,
                 since,
+                ..Filter::default()
             },
             after,
         ))
@@ -167,7 +168,8 @@ async fn list(
 ) -> Result<HttpResponse, DashboardError> {
     let page_size = usize::try_from(PAGE_SIZE).unwrap_or(usize::MAX);
     let (rows, next, error) = match query.filter() {
-        Ok((filter, after)) => {
+        Ok((mut filter, after)) => {
+            filter.floor = state.floor();
             let client = state.pool.get().await.map_err(anyhow::Error::from)?;
             // One more than shown tells whether another page exists.
             let mut found =
@@ -263,7 +265,8 @@ async fn resend(
 ) -> Result<HttpResponse, DashboardError> {
     let id: DeliveryId = path.parse().map_err(|_| DashboardError::NotFound)?;
     let client = state.pool.get().await.map_err(anyhow::Error::from)?;
-    match delivery_log::request_resend(&client, posted.session.account(), id).await? {
+    let (account, floor) = (posted.session.account(), state.floor());
+    match delivery_log::request_resend(&client, account, id, floor).await? {
         Resend::Requested(delivery) => Ok(see_other(&back_to(
             posted.fields.all("back").next(),
             delivery.job_id,

@@ -71,7 +71,8 @@ async fn download(
         DashboardError::Busy("Exports are running already; try again in a moment.".to_owned())
     })?;
     let client = state.pool.get().await.map_err(anyhow::Error::from)?;
-    let export = Export::start(client, session.account(), from, to, permit).await?;
+    let floor = state.floor();
+    let export = Export::start(client, session.account(), (from, to), floor, permit).await?;
     let (sender, receiver) = mpsc::channel(1);
     actix_web::rt::spawn(export.run(sender, WRITE_TIMEOUT));
     Ok(HttpResponse::Ok()

@@ -69,6 +69,7 @@ impl ListQuery {
             kind,
             from,
             until,
+            ..Search::default()
         })
     }
 
@@ -162,7 +163,8 @@ async fn list(
 ) -> Result<HttpResponse, DashboardError> {
     let page_size = usize::try_from(PAGE_SIZE).unwrap_or(usize::MAX);
     let (rows, next, error) = match query.search().and_then(|s| Ok((s, query.after()?))) {
-        Ok((search, after)) => {
+        Ok((mut search, after)) => {
+            search.floor = state.floor();
             let client = state.pool.get().await.map_err(anyhow::Error::from)?;
             // One more than shown tells whether another page exists.
             let mut jobs =
@@ -294,9 +296,10 @@ async fn job_of(
     client: &deadpool_postgres::Object,
     session: &Session,
     raw: &str,
+    floor: uuid::Uuid,
 ) -> Result<Job, DashboardError> {
     let id: JobId = raw.parse().map_err(|_| DashboardError::NotFound)?;
-    jobs::get(client, session.account(), id)
+    jobs::get(client, session.account(), id, floor)
         .await?
         .ok_or(DashboardError::NotFound)
 }
@@ -305,9 +308,11 @@ async fn delivery_of(
     client: &deadpool_postgres::Object,
     session: &Session,
     job: JobId,
+    floor: uuid::Uuid,
 ) -> Result<Option<Delivery>, DashboardError> {
     let filter = Filter {
         job_id: Some(job),
+        floor,
         ..Filter::default()
     };
     Ok(
@@ -324,8 +329,9 @@ async fn detail(
     path: web::Path<String>,
 ) -> Result<HttpResponse, DashboardError> {
     let client = state.pool.get().await.map_err(anyhow::Error::from)?;
-    let job = job_of(&client, &session, &path).await?;
-    let delivery = delivery_of(&client, &session, job.id).await?;
+    let floor = state.floor();
+    let job = job_of(&client, &session, &path, floor).await?;
+    let delivery = delivery_of(&client, &session, job.id, floor).await?;
     let attempts = match &delivery {
         Some(d) => delivery_log::attempts(&client, d.id).await?,
         None => Vec::new(),

@@ -94,19 +94,20 @@ pub async fn insert(
     Appeal::from_row(&row)
 }
 
-/// One appeal of `account`.
+/// One appeal of `account`, unless its job is below `floor` (past retention).
 pub async fn get(
     client: &impl GenericClient,
     account: AccountId,
     id: AppealId,
+    floor: uuid::Uuid,
 ) -> Result<Option<Appeal>, DbError> {
     let stmt = client
         .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM appeals WHERE account_id = $1 AND id = $2"
+            "SELECT {COLUMNS} FROM appeals WHERE account_id = $1 AND id = $2 AND job_id >= $3"
         ))
         .await?;
     client
-        .query_opt(&stmt, &[&account.0, &id.0])
+        .query_opt(&stmt, &[&account.0, &id.0, &floor])
         .await?
         .as_ref()
         .map(Appeal::from_row)

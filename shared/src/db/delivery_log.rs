@@ -85,6 +85,8 @@ pub struct Attempt {
 /// What the log is filtered by.
 #[derive(Debug, Clone, Default)]
 pub struct Filter {
+    /// Only deliveries with ids from this on (the retention floor).
+    pub floor: Uuid,
     /// Only this job's delivery.
     pub job_id: Option<JobId>,
     /// Only these states (every state when empty).
@@ -145,14 +147,22 @@ impl Page {
         let mut params: Vec<Box<dyn ToSql + Sync + Send>> =
             vec![Box::new(account.0), Box::new(limit)];
         let mut conditions = vec!["account_id = $1".to_owned()];
+        // The ids bound what is read to the partitions that can hold it: never below the
+        // retention floor, nor below a job's own time (its deliveries are made after it) or
+        // a day before `since` (ids are made by the dispatcher's or worker's clock).
+        let mut floor = filter.floor;
         if let Some(job) = filter.job_id {
             params.push(Box::new(job.0));
             conditions.push(format!("job_id = ${}", params.len()));
+            floor = floor.max(crate::domain::id_floor(crate::domain::id_time(job.0)));
         }
         if let Some(since) = filter.since {
             params.push(Box::new(since));
             conditions.push(format!("created_at >= ${}", params.len()));
+            floor = floor.max(crate::domain::id_floor(since - time::Duration::DAY));
         }
+        params.push(Box::new(floor));
+        conditions.push(format!("id >= ${}", params.len()));
         if let Some((at, id)) = after {
             params.push(Box::new(at));
             params.push(Box::new(id.0));
@@ -199,19 +209,20 @@ impl Page {
     }
 }
 
-/// One delivery of `account`.
+/// One delivery of `account`, unless its id is below `floor` (past retention).
 pub async fn get(
     client: &impl GenericClient,
     account: AccountId,
     id: DeliveryId,
+    floor: Uuid,
 ) -> Result<Option<Delivery>, DbError> {
     let stmt = client
         .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM deliveries WHERE id = $1 AND account_id = $2"
+            "SELECT {COLUMNS} FROM deliveries WHERE id = $1 AND account_id = $2 AND id >= $3"
         ))
         .await?;
     client
-        .query_opt(&stmt, &[&id.0, &account.0])
+        .query_opt(&stmt, &[&id.0, &account.0, &floor])
         .await?
         .as_ref()
         .map(Delivery::from_row)
@@ -257,29 +268,31 @@ pub enum Resend {
     NotFound,
 }
 
-/// Asks the dispatchers for one more attempt of a finished delivery, now, and wakes them.
+/// Asks the dispatchers for one more attempt of a finished delivery (with an id from `floor`
+/// on), now, and wakes them.
 pub async fn request_resend(
     client: &impl GenericClient,
     account: AccountId,
     id: DeliveryId,
+    floor: Uuid,
 ) -> Result<Resend, DbError> {
     let stmt = client
         .prepare_cached(&format!(
             "WITH asked AS ( \
                  UPDATE deliveries SET resend_at = coalesce(resend_at, now()), updated_at = now() \
-                 WHERE id = $1 AND account_id = $2 AND state <> 'pending' \
+                 WHERE id = $1 AND account_id = $2 AND state <> 'pending' AND id >= $4 \
                  RETURNING {COLUMNS}), \
              woken AS (SELECT pg_notify($3, '') WHERE EXISTS (SELECT FROM asked)) \
              SELECT *, (SELECT count(*) FROM woken) AS woken FROM asked"
         ))
         .await?;
     if let Some(row) = client
-        .query_opt(&stmt, &[&id.0, &account.0, &CHANNEL])
+        .query_opt(&stmt, &[&id.0, &account.0, &CHANNEL, &floor])
         .await?
     {
         return Ok(Resend::Requested(Delivery::from_row(&row)?));
     }
-    Ok(match get(client, account, id).await? {
+    Ok(match get(client, account, id, floor).await? {
         Some(_) => Resend::StillPending,
         None => Resend::NotFound,
     })

@@ -1,5 +1,5 @@
-//! The idempotency columns of `jobs`: which job holds an account's `Idempotency-Key`, and
-//! clearing keys past their 24 hours. `jobs::insert_many` stores the keys.
+//! The `idempotency_keys` table: which job holds an account's `Idempotency-Key`, and clearing
+//! keys past their 24 hours. `jobs::insert_many` stores the keys.
 
 use time::OffsetDateTime;
 use tokio_postgres::{types::Type, Row};
@@ -20,14 +20,14 @@ pub struct KeyHolder {
 
 impl KeyHolder {
     fn from_row(row: &Row) -> Result<Self, DbError> {
-        let raw: Vec<u8> = row.try_get("request_fingerprint")?;
+        let raw: Vec<u8> = row.try_get("fingerprint")?;
         let fingerprint =
             <[u8; 32]>::try_from(raw.as_slice()).map_err(|_| DbError::UnknownValue {
-                column: "request_fingerprint",
+                column: "fingerprint",
                 value: format!("{} bytes", raw.len()),
             })?;
         Ok(Self {
-            id: JobId(row.try_get("id")?),
+            id: JobId(row.try_get("job_id")?),
             fingerprint: RequestFingerprint(fingerprint),
             created_at: row.try_get("created_at")?,
         })
@@ -43,9 +43,9 @@ pub async fn holders(
     let names: Vec<&str> = keys.iter().map(|(_, key)| key.as_str()).collect();
     let rows = client
         .query_typed(
-            "SELECT k.ord, j.id, j.request_fingerprint, j.created_at
+            "SELECT k.ord, i.job_id, i.fingerprint, i.created_at
              FROM unnest($1::uuid[], $2::text[]) WITH ORDINALITY AS k(account_id, key, ord)
-             JOIN jobs j ON j.account_id = k.account_id AND j.idempotency_key = k.key",
+             JOIN idempotency_keys i ON i.account_id = k.account_id AND i.key = k.key",
             &[(&accounts, Type::UUID_ARRAY), (&names, Type::TEXT_ARRAY)],
         )
         .await?;
@@ -63,24 +63,27 @@ pub async fn holders(
     Ok(holders)
 }
 
-/// Clears the keys of jobs `ids` that were created before `expired_before`, so new
-/// submissions can take them. Returns how many were cleared.
+/// Clears `keys` where they were stored before `expired_before`, so new submissions can take
+/// them. Returns how many were cleared.
 pub async fn release(
     client: &impl BatchClient,
-    ids: &[JobId],
+    keys: &[(AccountId, &IdempotencyKey)],
     expired_before: OffsetDateTime,
 ) -> Result<u64, DbError> {
-    if ids.is_empty() {
+    if keys.is_empty() {
         return Ok(0);
     }
-    let ids: Vec<uuid::Uuid> = ids.iter().map(|id| id.0).collect();
+    let accounts: Vec<uuid::Uuid> = keys.iter().map(|(account, _)| account.0).collect();
+    let names: Vec<&str> = keys.iter().map(|(_, key)| key.as_str()).collect();
     let rows = client
         .query_typed(
-            "UPDATE jobs SET idempotency_key = NULL, request_fingerprint = NULL
-             WHERE id = ANY($1) AND idempotency_key IS NOT NULL AND created_at < $2
-             RETURNING id",
+            "DELETE FROM idempotency_keys i
+             USING unnest($1::uuid[], $2::text[]) AS k(account_id, key)
+             WHERE i.account_id = k.account_id AND i.key = k.key AND i.created_at < $3
+             RETURNING 1",
             &[
-                (&ids, Type::UUID_ARRAY),
+                (&accounts, Type::UUID_ARRAY),
+                (&names, Type::TEXT_ARRAY),
                 (&expired_before, Type::TIMESTAMPTZ),
             ],
         )
@@ -88,8 +91,8 @@ pub async fn release(
     Ok(rows.len() as u64)
 }
 
-/// Clears the keys of at most `limit` jobs created before `expired_before`, oldest first,
-/// skipping rows another transaction holds. Returns how many were cleared.
+/// Clears at most `limit` keys stored before `expired_before`, oldest first, skipping rows
+/// another transaction holds. Returns how many were cleared.
 pub async fn purge(
     client: &impl GenericClient,
     expired_before: OffsetDateTime,
@@ -97,11 +100,10 @@ pub async fn purge(
 ) -> Result<u64, DbError> {
     let stmt = client
         .prepare_cached(
-            "UPDATE jobs SET idempotency_key = NULL, request_fingerprint = NULL
-             WHERE id IN (SELECT id FROM jobs
-                          WHERE idempotency_key IS NOT NULL AND created_at < $1
-                          ORDER BY created_at LIMIT $2
-                          FOR UPDATE SKIP LOCKED)",
+            "DELETE FROM idempotency_keys
+             WHERE (account_id, key) IN (SELECT account_id, key FROM idempotency_keys
+                                         WHERE created_at < $1 ORDER BY created_at LIMIT $2
+                                         FOR UPDATE SKIP LOCKED)",
         )
         .await?;
     Ok(client.execute(&stmt, &[&expired_before, &limit]).await?)

@@ -26,7 +26,7 @@ pub struct ExportRow {
     pub completed_at: Option<OffsetDateTime>,
     /// The key it was submitted with (none from the dashboard or before key attribution).
     pub api_key_id: Option<ApiKeyId>,
-    /// The submitted text or media URL.
+    /// The submitted text or media URL; empty once erased.
     pub prompt: String,
     /// The reason, only when prohibited.
     pub reason: Option<String>,
@@ -52,7 +52,8 @@ impl ExportRow {
     }
 }
 
-/// Streams `account`'s jobs created in `[from, to)`, ordered by `created_at` then id. Rows
+/// Streams `account`'s jobs created in `[from, to)` with ids from `floor` on (the retention
+/// floor), ordered by `created_at` then id. Rows
 /// arrive as the client reads them (the connection applies backpressure), so memory stays
 /// flat; the client must stay checked out until the stream ends.
 pub async fn export_rows(
@@ -60,11 +61,12 @@ pub async fn export_rows(
     account: AccountId,
     from: OffsetDateTime,
     to: OffsetDateTime,
+    floor: uuid::Uuid,
 ) -> Result<RowStream, DbError> {
     let statement = client
         .prepare_cached(
             "SELECT id, type, status, is_prohibited, created_at, completed_at, api_key_id,
-                    content,
+                    coalesce(content, ''),
                     CASE WHEN is_prohibited THEN reason END,
                     CASE WHEN status = 'completed'
                               AND nsfw_checked IS TRUE
@@ -73,10 +75,15 @@ pub async fn export_rows(
                          THEN (categories -> 'nsfw')::boolean END
              FROM jobs
              WHERE account_id = $1 AND created_at >= $2 AND created_at < $3
+               AND id >= $4 AND id < $5
              ORDER BY created_at, id",
         )
         .await?;
-    let params: [&(dyn ToSql + Sync); 3] = [&account.0, &from, &to];
+    // The ids bound the window too, a day wider (ids are made by the api's clock, created_at
+    // by Postgres's), so only its partitions are read; and never below the retention floor.
+    let lower = crate::domain::id_floor(from - time::Duration::DAY).max(floor);
+    let upper = crate::domain::id_floor(to + time::Duration::DAY);
+    let params: [&(dyn ToSql + Sync); 5] = [&account.0, &from, &to, &lower, &upper];
     Ok(client.query_raw(&statement, params).await?)
 }
 
@@ -111,7 +118,9 @@ pub struct VolumeCount {
 }
 
 /// Counts `account`'s jobs created in `[from, to)` per type and per UTC `unit` bucket
-/// (`minute`, `hour` or `day`). Empty buckets are absent.
+/// (`minute`, `hour` or `day`), from the usage counts kept beside the jobs (`usage_minutes`
+/// for minutes and hours, two days of them; `usage_days` for days, two years), so the answer
+/// stays the same once the jobs are removed. Empty buckets are absent.
 pub async fn volume(
     client: &impl GenericClient,
     account: AccountId,
@@ -119,18 +128,34 @@ pub async fn volume(
     from: OffsetDateTime,
     to: OffsetDateTime,
 ) -> Result<Vec<VolumeCount>, DbError> {
-    let statement = client
-        .prepare_cached(
-            "SELECT date_trunc($2, created_at, 'UTC') AS bucket, type, count(*)
-             FROM jobs
-             WHERE account_id = $1 AND created_at >= $3 AND created_at < $4
-             GROUP BY bucket, type",
-        )
-        .await?;
-    client
-        .query(&statement, &[&account.0, &unit, &from, &to])
-        .await?
-        .iter()
+    let statement = if unit == "day" {
+        client
+            .prepare_cached(
+                "SELECT (day::timestamp AT TIME ZONE 'UTC') AS bucket, type, sum(count)::int8
+                 FROM usage_days
+                 WHERE account_id = $1 AND day >= ($2 AT TIME ZONE 'UTC')::date
+                   AND day < ($3 AT TIME ZONE 'UTC')::date
+                 GROUP BY bucket, type",
+            )
+            .await?
+    } else {
+        client
+            .prepare_cached(
+                "SELECT date_trunc($4, minute, 'UTC') AS bucket, type, sum(count)::int8
+                 FROM usage_minutes
+                 WHERE account_id = $1 AND minute >= $2 AND minute < $3
+                 GROUP BY bucket, type",
+            )
+            .await?
+    };
+    let rows = if unit == "day" {
+        client.query(&statement, &[&account.0, &from, &to]).await?
+    } else {
+        client
+            .query(&statement, &[&account.0, &from, &to, &unit])
+            .await?
+    };
+    rows.iter()
         .map(|row| {
             Ok(VolumeCount {
                 bucket: row.try_get(0)?,

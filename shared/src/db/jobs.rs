@@ -10,13 +10,15 @@ use tokio_postgres::{
 };
 
 use super::{
-    deliveries::NewDelivery, job_scores, review_items, BatchClient, DbError, GenericClient,
+    audit_events::{self, Actor, Target},
+    deliveries::NewDelivery,
+    job_scores, review_items, BatchClient, DbError, GenericClient,
 };
 use crate::{
     domain::{
-        AccountId, ApiKeyId, ChatMessage, ClaimToken, DecidedBy, DeliveryId, FailureCode,
-        Idempotency, JobId, JobReviewState, JobStage, JobStatus, Modality, ReviewItemId,
-        ReviewReason, WebhookEvent,
+        AccountId, ApiKeyId, AuditAction, ChatMessage, ClaimToken, DecidedBy, DeliveryId,
+        FailureCode, Idempotency, JobId, JobReviewState, JobStage, JobStatus, Modality,
+        ReviewItemId, ReviewReason, WebhookEvent,
     },
     outcome::JobOutcome,
 };
@@ -130,14 +132,20 @@ pub struct NewJob {
     pub idempotency: Option<Idempotency>,
 }
 
+/// Counter rows per (account, minute or day, type) that concurrent submissions spread over, so
+/// two batches of one account rarely wait for each other's commit (usage reads sum them).
+const USAGE_SHARDS: i16 = 16;
+
 /// Inserts queued jobs in one statement, each marked as enqueued now (the caller enqueues
-/// next and calls [`mark_not_enqueued`] for those whose enqueue failed). Answers, per job in
-/// order, whether it was stored.
+/// next and calls [`mark_not_enqueued`] for those whose enqueue failed), with their usage
+/// counts (`usage_minutes`, `usage_days`) and idempotency keys. Answers, per job in order,
+/// whether it was stored.
 ///
-/// A job whose idempotency key a job of its account holds is not stored: the caller looks the
-/// holder up with [`super::job_keys::holders`]. Concurrent inserts of one key store one job:
-/// the second waits for the first to commit and then finds its key held. Rows go in key
-/// order, so two batches sharing keys wait for each other in one order, never in a cycle.
+/// A job whose idempotency key its account holds (`idempotency_keys`) is not stored: the
+/// caller looks the holder up with [`super::job_keys::holders`]. Concurrent inserts of one key
+/// store one job: the second waits for the first to commit and then finds its key held. Keys
+/// go in key order and counts in count order, so two batches wait for each other in one
+/// order, never in a cycle.
 pub async fn insert_many(client: &impl BatchClient, jobs: &[NewJob]) -> Result<Vec<bool>, DbError> {
     let ids: Vec<uuid::Uuid> = jobs.iter().map(|j| j.id.0).collect();
     let accounts: Vec<uuid::Uuid> = jobs.iter().map(|j| j.account_id.0).collect();
@@ -157,20 +165,44 @@ pub async fn insert_many(client: &impl BatchClient, jobs: &[NewJob]) -> Result<V
         .iter()
         .map(|j| j.idempotency.as_ref().map(|k| &k.fingerprint.0[..]))
         .collect();
+    // The batch's shard: any will do, as long as concurrent batches rarely share one (the
+    // ids' last bits are random).
+    let shard = ids
+        .first()
+        .map_or(0, |id| (id.as_u128() % USAGE_SHARDS as u128) as i16);
     let rows = client
         .query_typed(
-            "INSERT INTO jobs (id, account_id, api_key_id, type, content, messages, webhook_url, \
-                               idempotency_key, request_fingerprint, enqueued_at) \
-             SELECT id, account_id, api_key_id, type, content, messages, webhook_url, \
-                    idempotency_key, request_fingerprint, now() \
-             FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], \
-                         $6::jsonb[], $7::text[], $8::text[], $9::bytea[]) \
-                  AS j(id, account_id, api_key_id, type, content, messages, webhook_url, \
-                       idempotency_key, request_fingerprint) \
-             ORDER BY account_id, idempotency_key \
-             ON CONFLICT (account_id, idempotency_key) WHERE idempotency_key IS NOT NULL \
-             DO NOTHING \
-             RETURNING id",
+            "WITH input AS ( \
+                 SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], \
+                                      $5::text[], $6::jsonb[], $7::text[], $8::text[], \
+                                      $9::bytea[]) \
+                     AS j(id, account_id, api_key_id, type, content, messages, webhook_url, \
+                          idempotency_key, request_fingerprint)), \
+             keyed AS ( \
+                 INSERT INTO idempotency_keys (account_id, key, fingerprint, job_id) \
+                 SELECT account_id, idempotency_key, request_fingerprint, id FROM input \
+                 WHERE idempotency_key IS NOT NULL ORDER BY account_id, idempotency_key \
+                 ON CONFLICT DO NOTHING RETURNING job_id), \
+             stored AS ( \
+                 INSERT INTO jobs (id, account_id, api_key_id, type, content, messages, \
+                                   webhook_url, enqueued_at) \
+                 SELECT id, account_id, api_key_id, type, content, messages, webhook_url, now() \
+                 FROM input \
+                 WHERE idempotency_key IS NULL OR id IN (SELECT job_id FROM keyed) \
+                 RETURNING id, account_id, type, created_at), \
+             minutes AS ( \
+                 INSERT INTO usage_minutes (account_id, minute, type, shard, count) \
+                 SELECT account_id, date_trunc('minute', created_at), type, $10, count(*) \
+                 FROM stored GROUP BY 1, 2, 3 ORDER BY 1, 2, 3 \
+                 ON CONFLICT (account_id, minute, type, shard) \
+                 DO UPDATE SET count = usage_minutes.count + EXCLUDED.count), \
+             days AS ( \
+                 INSERT INTO usage_days (account_id, day, type, shard, count) \
+                 SELECT account_id, (created_at AT TIME ZONE 'UTC')::date, type, $10, count(*) \
+                 FROM stored GROUP BY 1, 2, 3 ORDER BY 1, 2, 3 \
+                 ON CONFLICT (account_id, day, type, shard) \
+                 DO UPDATE SET count = usage_days.count + EXCLUDED.count) \
+             SELECT id FROM stored",
             &[
                 (&ids, Type::UUID_ARRAY),
                 (&accounts, Type::UUID_ARRAY),
@@ -181,6 +213,7 @@ pub async fn insert_many(client: &impl BatchClient, jobs: &[NewJob]) -> Result<V
                 (&webhooks, Type::TEXT_ARRAY),
                 (&idempotency_keys, Type::TEXT_ARRAY),
                 (&fingerprints, Type::BYTEA_ARRAY),
+                (&shard, Type::INT2),
             ],
         )
         .await?;
@@ -203,40 +236,42 @@ pub async fn mark_not_enqueued(client: &impl GenericClient, ids: &[JobId]) -> Re
     Ok(())
 }
 
-/// One job of `account`.
+/// One job of `account`, unless its id is below `floor` (past retention).
 pub async fn get(
     client: &impl GenericClient,
     account: AccountId,
     id: JobId,
+    floor: uuid::Uuid,
 ) -> Result<Option<Job>, DbError> {
     let stmt = client
         .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM jobs WHERE id = $1 AND account_id = $2"
+            "SELECT {COLUMNS} FROM jobs WHERE id = $1 AND account_id = $2 AND id >= $3"
         ))
         .await?;
     client
-        .query_opt(&stmt, &[&id.0, &account.0])
+        .query_opt(&stmt, &[&id.0, &account.0, &floor])
         .await?
         .as_ref()
         .map(Job::from_row)
         .transpose()
 }
 
-/// Jobs of `account` in `statuses`, oldest first, after the position `after`
-/// (`created_at`, id), at most `limit`.
+/// Jobs of `account` in `statuses` with ids from `floor` on, oldest first, after the position
+/// `after` (`created_at`, id), at most `limit`.
 pub async fn list(
     client: &impl GenericClient,
     account: AccountId,
     statuses: &[JobStatus],
     after: Option<(OffsetDateTime, JobId)>,
     limit: i64,
+    floor: uuid::Uuid,
 ) -> Result<Vec<Job>, DbError> {
     let statuses: Vec<&str> = statuses.iter().map(|s| s.as_str()).collect();
     let (after_at, after_id) = after.map_or((None, None), |(at, id)| (Some(at), Some(id.0)));
     let stmt = client
         .prepare_cached(&format!(
             "SELECT {COLUMNS} FROM jobs \
-             WHERE account_id = $1 AND status = ANY($2) \
+             WHERE account_id = $1 AND status = ANY($2) AND id >= $6 \
                AND ($3::timestamptz IS NULL OR (created_at, id) > ($3, $4::uuid)) \
              ORDER BY created_at, id LIMIT $5"
         ))
@@ -244,7 +279,7 @@ pub async fn list(
     let rows = client
         .query(
             &stmt,
-            &[&account.0, &statuses, &after_at, &after_id, &limit],
+            &[&account.0, &statuses, &after_at, &after_id, &limit, &floor],
         )
         .await?;
     rows.iter().map(Job::from_row).collect()
@@ -253,6 +288,8 @@ pub async fn list(
 /// What the dashboard's job list is filtered by; `None` filters nothing.
 #[derive(Debug, Clone, Default)]
 pub struct Search {
+    /// Only jobs with ids from this on (the retention floor).
+    pub floor: uuid::Uuid,
     /// Only jobs in this status.
     pub status: Option<JobStatus>,
     /// Only jobs of this stored type.
@@ -324,11 +361,22 @@ impl SearchPage {
         if let Some(kind) = &search.kind {
             add(Box::new(kind.clone()), "type = ?");
         }
+        // The ids bound the dates too (a day wider: ids are made by the api's clock,
+        // created_at by Postgres's), so only the partitions of the window are read.
+        let floor = search
+            .from
+            .map(|from| crate::domain::id_floor(from - time::Duration::DAY))
+            .map_or(search.floor, |from| from.max(search.floor));
+        add(Box::new(floor), "id >= ?");
         if let Some(from) = search.from {
             add(Box::new(from), "created_at >= ?");
         }
         if let Some(until) = search.until {
             add(Box::new(until), "created_at < ?");
+            add(
+                Box::new(crate::domain::id_floor(until + time::Duration::DAY)),
+                "id < ?",
+            );
         }
         if let Some((at, id)) = after {
             params.push(Box::new(at));
@@ -689,8 +737,8 @@ pub struct ClaimedJob {
     pub id: JobId,
     /// Its account.
     pub account_id: AccountId,
-    /// The text (a chat as `role: content` lines) or the media URL.
-    pub content: String,
+    /// The text (a chat as `role: content` lines) or the media URL; `None` once erased.
+    pub content: Option<String>,
     /// A chat's messages as stored; read them with [`ClaimedJob::chat_messages`].
     pub messages: Option<serde_json::Value>,
     /// Tries so far, this one included.
@@ -843,20 +891,22 @@ pub async fn claim_many(
     Ok(claims)
 }
 
-/// One job of `account`, locked until the transaction ends (its review and appeals change
-/// one at a time).
+/// One job of `account` with an id from `floor` on, locked until the transaction ends (its
+/// review, appeals and content change one at a time).
 pub async fn lock(
     client: &impl GenericClient,
     account: AccountId,
     id: JobId,
+    floor: uuid::Uuid,
 ) -> Result<Option<Job>, DbError> {
     let stmt = client
         .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM jobs WHERE id = $1 AND account_id = $2 FOR UPDATE"
+            "SELECT {COLUMNS} FROM jobs WHERE id = $1 AND account_id = $2 AND id >= $3 \
+             FOR UPDATE"
         ))
         .await?;
     client
-        .query_opt(&stmt, &[&id.0, &account.0])
+        .query_opt(&stmt, &[&id.0, &account.0, &floor])
         .await?
         .as_ref()
         .map(Job::from_row)
@@ -957,19 +1007,62 @@ pub async fn target(client: &impl GenericClient, id: JobId) -> Result<Option<Str
 }
 
 /// What was submitted of one job of `account`: the text (a chat as `role: content` lines) or
-/// the media URL, and a chat's messages; `None` for no such job.
+/// the media URL (`None` once erased), and a chat's messages; `None` for no such job.
 pub async fn content(
     client: &impl GenericClient,
     account: AccountId,
     id: JobId,
-) -> Result<Option<(String, Option<serde_json::Value>)>, DbError> {
+    floor: uuid::Uuid,
+) -> Result<Option<(Option<String>, Option<serde_json::Value>)>, DbError> {
     let stmt = client
-        .prepare_cached("SELECT content, messages FROM jobs WHERE id = $1 AND account_id = $2")
+        .prepare_cached(
+            "SELECT content, messages FROM jobs WHERE id = $1 AND account_id = $2 AND id >= $3",
+        )
         .await?;
     Ok(client
-        .query_opt(&stmt, &[&id.0, &account.0])
+        .query_opt(&stmt, &[&id.0, &account.0, &floor])
         .await?
         .map(|row| (row.get(0), row.get(1))))
+}
+
+/// Erases the content of `account`'s job `id` now (text, chat messages, media URL), recording
+/// `job.content_erased` by `actor` when there was content to erase: `false` when there is no
+/// such job (or it is past retention, below `floor`). Erasing twice changes nothing the
+/// second time. A job erased before it was classified fails with `CONTENT_ERASED`.
+pub async fn erase_content(
+    client: &impl GenericClient,
+    actor: Actor,
+    account: AccountId,
+    id: JobId,
+    floor: uuid::Uuid,
+) -> Result<bool, DbError> {
+    let stmt = client
+        .prepare_cached(
+            "WITH job AS (SELECT id, content_erased_at IS NULL AS held FROM jobs \
+                          WHERE id = $1 AND account_id = $2 AND id >= $3 FOR UPDATE), \
+                  erased AS (UPDATE jobs SET content = NULL, messages = NULL, \
+                                             content_erased_at = now() \
+                             FROM job WHERE jobs.id = job.id AND job.held \
+                             RETURNING jobs.id) \
+             SELECT EXISTS (SELECT 1 FROM job), EXISTS (SELECT 1 FROM erased)",
+        )
+        .await?;
+    let row = client
+        .query_one(&stmt, &[&id.0, &account.0, &floor])
+        .await?;
+    let (found, erased): (bool, bool) = (row.get(0), row.get(1));
+    if erased {
+        audit_events::record(
+            client,
+            account,
+            actor,
+            AuditAction::JobContentErased,
+            &Target::new("job", id),
+            serde_json::json!({}),
+        )
+        .await?;
+    }
+    Ok(found)
 }
 
 /// Moves a `processing` job to `stage` (`fetching`, `transcribing`, `classifying`).

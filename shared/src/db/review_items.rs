@@ -197,10 +197,11 @@ pub struct QueueCounts {
     pub appeal: i64,
 }
 
-/// The open items of `account`, counted.
+/// The open items of `account` (of jobs with ids from `floor` on), counted.
 pub async fn queue(
     client: &impl GenericClient,
     account: AccountId,
+    floor: Uuid,
 ) -> Result<QueueCounts, DbError> {
     let stmt = client
         .prepare_cached(
@@ -212,10 +213,11 @@ pub async fn queue(
                     count(*) FILTER (WHERE 'appeal' = ANY(reasons)) AS appeal \
              FROM (SELECT created_at, reasons, \
                           state = 'claimed' AND claim_expires_at > now() AS held \
-                   FROM review_items WHERE account_id = $1 AND state <> 'decided') open",
+                   FROM review_items \
+                   WHERE account_id = $1 AND state <> 'decided' AND job_id >= $2) open",
         )
         .await?;
-    let row = client.query_one(&stmt, &[&account.0]).await?;
+    let row = client.query_one(&stmt, &[&account.0, &floor]).await?;
     Ok(QueueCounts {
         pending: row.get("pending"),
         claimed: row.get("claimed"),
@@ -243,52 +245,57 @@ pub async fn totals(
     Ok((row.get(0), row.get(1), row.get(2)))
 }
 
-/// One item of `account`.
+/// One item of `account`, unless its job is below `floor` (past retention).
 pub async fn get(
     client: &impl GenericClient,
     account: AccountId,
     id: ReviewItemId,
+    floor: Uuid,
 ) -> Result<Option<ReviewItem>, DbError> {
     let stmt = client
         .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM review_items i WHERE i.account_id = $1 AND i.id = $2"
+            "SELECT {COLUMNS} FROM review_items i \
+             WHERE i.account_id = $1 AND i.id = $2 AND i.job_id >= $3"
         ))
         .await?;
     client
-        .query_opt(&stmt, &[&account.0, &id.0])
+        .query_opt(&stmt, &[&account.0, &id.0, &floor])
         .await?
         .as_ref()
         .map(ReviewItem::from_row)
         .transpose()
 }
 
-/// One item of `account`, locked until the transaction ends.
+/// One item of `account` (of a job from `floor` on), locked until the transaction ends.
 pub async fn lock(
     client: &impl GenericClient,
     account: AccountId,
     id: ReviewItemId,
+    floor: Uuid,
 ) -> Result<Option<ReviewItem>, DbError> {
     let stmt = client
         .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM review_items i WHERE i.account_id = $1 AND i.id = $2 \
-             FOR UPDATE"
+            "SELECT {COLUMNS} FROM review_items i \
+             WHERE i.account_id = $1 AND i.id = $2 AND i.job_id >= $3 FOR UPDATE"
         ))
         .await?;
     client
-        .query_opt(&stmt, &[&account.0, &id.0])
+        .query_opt(&stmt, &[&account.0, &id.0, &floor])
         .await?
         .as_ref()
         .map(ReviewItem::from_row)
         .transpose()
 }
 
-/// Items of `account` in `state` (any when `None`), oldest first, after item `after`.
+/// Items of `account` (of jobs from `floor` on) in `state` (any when `None`), oldest first,
+/// after item `after`.
 pub async fn page(
     client: &impl GenericClient,
     account: AccountId,
     state: Option<ReviewItemState>,
     after: Option<ReviewItemId>,
     limit: i64,
+    floor: Uuid,
 ) -> Result<Vec<ReviewItem>, DbError> {
     let after = after.map_or(Uuid::nil(), |a| a.0);
     // The stored state narrows the scan; the effective one (an expired claim is pending)
@@ -302,31 +309,37 @@ pub async fn page(
     let stmt = client
         .prepare_cached(&format!(
             "SELECT * FROM (SELECT {COLUMNS} FROM review_items i \
-                            WHERE i.account_id = $1 AND i.state = ANY($2) AND i.id > $3) items \
+                            WHERE i.account_id = $1 AND i.state = ANY($2) AND i.id > $3 \
+                              AND i.job_id >= $6) items \
              WHERE $4::text IS NULL OR state = $4 ORDER BY id LIMIT $5"
         ))
         .await?;
     client
-        .query(&stmt, &[&account.0, &stored, &after, &wanted, &limit])
+        .query(
+            &stmt,
+            &[&account.0, &stored, &after, &wanted, &limit, &floor],
+        )
         .await?
         .iter()
         .map(ReviewItem::from_row)
         .collect()
 }
 
-/// Claims the oldest open item of `account` for `reviewer` (appeals first), never an appeal
-/// of a job `reviewer` has decided before; `None` when there is none.
+/// Claims the oldest open item of `account` (of a job from `floor` on) for `reviewer`
+/// (appeals first), never an appeal of a job `reviewer` has decided before; `None` when there
+/// is none.
 pub async fn claim(
     client: &impl GenericClient,
     account: AccountId,
     reviewer: Actor,
+    floor: Uuid,
 ) -> Result<Option<ReviewItem>, DbError> {
     let lease = CLAIM_LEASE.as_secs_f64();
     let stmt = client
         .prepare_cached(&format!(
             "WITH next AS ( \
                  SELECT c.job_id, c.id FROM review_items c \
-                 WHERE c.account_id = $1 AND c.state <> 'decided' \
+                 WHERE c.account_id = $1 AND c.state <> 'decided' AND c.job_id >= $5 \
                    AND (c.state = 'pending' OR c.claim_expires_at <= now()) \
                    AND (c.appeal_id IS NULL OR NOT EXISTS ( \
                         SELECT 1 FROM job_decisions d \
@@ -347,6 +360,7 @@ pub async fn claim(
                 &reviewer.id(),
                 &reviewer.kind().as_str(),
                 &lease,
+                &floor,
             ],
         )
         .await?

@@ -47,6 +47,8 @@ word_enum!(
         UrlNotAllowed => "URL_NOT_ALLOWED",
         /// The classifier gave no verdict.
         ClassifierUnavailable => "CLASSIFIER_UNAVAILABLE",
+        /// The job's content was erased before it was classified.
+        ContentErased => "CONTENT_ERASED",
         /// The service failed.
         Internal => "INTERNAL",
     }

@@ -15,13 +15,14 @@ use crate::{
     probe,
 };
 
-/// Classifies a claimed media job of `modality`.
+/// Classifies a claimed media job of `modality` whose media is at `url`.
 pub async fn classify(
     checks: &Checks,
     modality: Modality,
     job: &ClaimedJob,
+    url: &str,
 ) -> Result<Verdict, Failure> {
-    let media = checks.fetcher().fetch(&job.content).await?;
+    let media = checks.fetcher().fetch(url).await?;
     if modality == Modality::Audio {
         // Probing walks the container: CPU work, kept off the runtime's threads. The clone
         // shares the fetched bytes (a reference count), as do the hashes and the provider.

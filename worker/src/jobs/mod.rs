@@ -18,7 +18,7 @@ use moderation_shared::{
         jobs::{Claim, ClaimRequest, ClaimedJob, Finish, JobResult},
         DbError, Pool,
     },
-    domain::{ClaimToken, JobStage, Modality},
+    domain::{ClaimToken, FailureCode, JobStage, Modality},
     outcome::JobOutcome,
     queue::{JobQueue, QueuedJob, JOB_MAX_TRIES},
     telemetry,
@@ -187,11 +187,17 @@ async fn classify(
     modality: Modality,
     claimed: &ClaimedJob,
 ) -> Result<JobOutcome, Failure> {
+    let Some(content) = claimed.content.as_deref() else {
+        return Err(Failure::permanent(
+            FailureCode::ContentErased,
+            "The job's content was erased before it was classified.",
+        ));
+    };
     let started = Instant::now();
     let verdict = match modality {
-        Modality::Text => text::classify(&ctx.checks, claimed).await,
+        Modality::Text => text::classify(&ctx.checks, claimed, content).await,
         Modality::Image | Modality::Video | Modality::Audio => {
-            media::classify(&ctx.checks, modality, claimed).await
+            media::classify(&ctx.checks, modality, claimed, content).await
         }
     };
     metrics::histogram!(

@@ -8,8 +8,13 @@ use crate::{
     failure::Failure,
 };
 
-/// Classifies a claimed text job: the blocklists first, then the provider.
-pub async fn classify(checks: &Checks, job: &ClaimedJob) -> Result<Verdict, Failure> {
+/// Classifies a claimed text job whose text is `content`: the blocklists first, then the
+/// provider.
+pub async fn classify(
+    checks: &Checks,
+    job: &ClaimedJob,
+    content: &str,
+) -> Result<Verdict, Failure> {
     let messages = job.chat_messages().map_err(|_| {
         Failure::permanent(
             FailureCode::Internal,
@@ -18,7 +23,7 @@ pub async fn classify(checks: &Checks, job: &ClaimedJob) -> Result<Verdict, Fail
     })?;
     let policy = checks.policy(job).await?;
     let content = TextContent {
-        text: &job.content,
+        text: content,
         messages: messages.as_deref(),
     };
     checks.check_text(content, &policy).await

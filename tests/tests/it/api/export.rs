@@ -4,7 +4,7 @@ use moderation_api::limits::exports::ExportSettings;
 use moderation_shared::domain::Scope;
 use moderation_tests::{
     assert_error, eventually,
-    fixtures::{insert_key, JobRow},
+    fixtures::{ensure_partitions, insert_key, JobRow},
     spawn_app, spawn_app_with, TestApp, TestKey,
 };
 use serde_json::json;
@@ -18,10 +18,6 @@ const K_NAMED: &str = "00000000-0000-0000-0000-00000000000a";
 const K_UNNAMED: &str = "00000000-0000-0000-0000-00000000000b";
 const K_DELETED: &str = "00000000-0000-0000-0000-00000000000c";
 const K_FORMULA: &str = "00000000-0000-0000-0000-00000000000d";
-
-fn job(n: u32) -> String {
-    format!("10000000-0000-0000-0000-0000000000{n:02}")
-}
 
 /// The jobs behind tests/fixtures/export.csv: one per cell rule, plus rows just outside the
 /// window and another account's job inside it.
@@ -40,14 +36,14 @@ async fn insert_fixtures(app: &TestApp, key: &TestKey) {
             "before the window",
             datetime!(2026-02-28 23:59:59.999 UTC),
         )
-        .id(&job(1)),
+        .seq(1),
         JobRow::new(
             account,
             "text",
             "hello world",
             datetime!(2026-03-01 0:00 UTC),
         )
-        .id(&job(2))
+        .seq(2)
         .key(K_NAMED)
         .completed(datetime!(2026-03-01 0:00:01.234 UTC), false, None),
         JobRow::new(
@@ -56,7 +52,7 @@ async fn insert_fixtures(app: &TestApp, key: &TestKey) {
             "line one\nline two, with comma and \"quotes\"",
             datetime!(2026-03-01 0:10 UTC),
         )
-        .id(&job(3))
+        .seq(3)
         .key(K_UNNAMED)
         .completed(
             datetime!(2026-03-01 0:10:02 UTC),
@@ -69,7 +65,7 @@ async fn insert_fixtures(app: &TestApp, key: &TestKey) {
             "https://example.com/a.png",
             datetime!(2026-03-01 0:20 UTC),
         )
-        .id(&job(4))
+        .seq(4)
         .key(K_DELETED)
         .completed(datetime!(2026-03-01 0:20:05 UTC), false, None)
         .categories(nsfw(false), true),
@@ -79,7 +75,7 @@ async fn insert_fixtures(app: &TestApp, key: &TestKey) {
             "https://example.com/b.mp4",
             datetime!(2026-03-01 0:30 UTC),
         )
-        .id(&job(5))
+        .seq(5)
         .completed(datetime!(2026-03-01 0:31 UTC), true, Some("nudity"))
         .categories(nsfw(true), true),
         JobRow::new(
@@ -88,7 +84,7 @@ async fn insert_fixtures(app: &TestApp, key: &TestKey) {
             "https://example.com/c.png",
             datetime!(2026-03-01 0:40 UTC),
         )
-        .id(&job(6))
+        .seq(6)
         .key(K_NAMED)
         .completed(datetime!(2026-03-01 0:40:03 UTC), false, None)
         .categories(json!({"ai_adult_general": false, "underage": false}), false),
@@ -98,7 +94,7 @@ async fn insert_fixtures(app: &TestApp, key: &TestKey) {
             "https://example.com/d.png",
             datetime!(2026-03-01 0:50 UTC),
         )
-        .id(&job(7))
+        .seq(7)
         .key(K_NAMED),
         JobRow::new(
             account,
@@ -106,7 +102,7 @@ async fn insert_fixtures(app: &TestApp, key: &TestKey) {
             "=HYPERLINK(\"http://evil\")",
             datetime!(2026-03-01 1:00 UTC),
         )
-        .id(&job(8))
+        .seq(8)
         .key(K_FORMULA)
         .completed(datetime!(2026-03-01 1:00:01 UTC), true, Some("-1+1")),
         JobRow::new(
@@ -115,7 +111,7 @@ async fn insert_fixtures(app: &TestApp, key: &TestKey) {
             "+44 20 7946 0000",
             datetime!(2026-03-01 1:10 UTC),
         )
-        .id(&job(9))
+        .seq(9)
         .key(K_NAMED)
         .failed(datetime!(2026-03-01 1:12 UTC)),
         JobRow::new(
@@ -124,7 +120,7 @@ async fn insert_fixtures(app: &TestApp, key: &TestKey) {
             "user: hi\nassistant: hello",
             datetime!(2026-03-01 1:20 UTC),
         )
-        .id(&job(10))
+        .seq(10)
         .completed(datetime!(2026-03-01 1:20:01 UTC), false, None),
         JobRow::new(
             account,
@@ -132,7 +128,7 @@ async fn insert_fixtures(app: &TestApp, key: &TestKey) {
             "@admin please",
             datetime!(2026-03-01 1:30 UTC),
         )
-        .id(&job(11))
+        .seq(11)
         .status("processing"),
         JobRow::new(
             account,
@@ -140,7 +136,7 @@ async fn insert_fixtures(app: &TestApp, key: &TestKey) {
             "\ttab first",
             datetime!(2026-03-01 1:40 UTC),
         )
-        .id(&job(12))
+        .seq(12)
         .completed(datetime!(2026-03-01 1:40:01 UTC), false, None),
         JobRow::new(
             account,
@@ -148,7 +144,7 @@ async fn insert_fixtures(app: &TestApp, key: &TestKey) {
             "\rcarriage",
             datetime!(2026-03-01 1:50 UTC),
         )
-        .id(&job(13))
+        .seq(13)
         .completed(datetime!(2026-03-01 1:50:01 UTC), false, None),
         JobRow::new(
             account,
@@ -156,14 +152,14 @@ async fn insert_fixtures(app: &TestApp, key: &TestKey) {
             "at the exclusive end",
             datetime!(2026-03-02 0:00 UTC),
         )
-        .id(&job(14)),
+        .seq(14),
         JobRow::new(
             account,
             "image",
             "https://example.com/e.png",
             datetime!(2026-03-01 23:59:59.999 UTC),
         )
-        .id(&job(15))
+        .seq(15)
         .key(K_NAMED)
         .completed(datetime!(2026-03-02 0:00:03 UTC), true, Some("explicit"))
         .categories(nsfw(true), true),
@@ -174,10 +170,10 @@ async fn insert_fixtures(app: &TestApp, key: &TestKey) {
             "tie second",
             datetime!(2026-03-01 2:00 UTC),
         )
-        .id(&job(17))
+        .seq(17)
         .completed(datetime!(2026-03-01 2:00:01 UTC), false, None),
         JobRow::new(account, "text", "tie first", datetime!(2026-03-01 2:00 UTC))
-            .id(&job(16))
+            .seq(16)
             .completed(datetime!(2026-03-01 2:00:01 UTC), false, None),
     ];
     for row in &rows {
@@ -307,15 +303,16 @@ const WINDOW: &str = "from=2026-03-01T00:00:00Z&to=2026-03-02T00:00:00Z";
 /// more than the socket buffers (up to 4 MB on the sending side), the body's buffer and the
 /// one-chunk channel hold together, so an export whose client stops reading cannot finish.
 async fn insert_many_jobs(app: &TestApp, key: &TestKey) {
+    ensure_partitions(&app.db.pool, datetime!(2026-03-01 0:00 UTC)).await;
     let client = app.db.pool.get().await.unwrap();
     client
         .execute(
             "INSERT INTO jobs (id, account_id, type, status, content, created_at, updated_at,
                                stage)
-             SELECT gen_random_uuid(), $1, 'text', 'queued', repeat('x', 10000),
-                    '2026-03-01T00:00:00Z'::timestamptz + n * interval '1 ms',
+             SELECT uuid_v7(t), $1, 'text', 'queued', repeat('x', 10000), t,
                     '2026-03-01T00:00:00Z'::timestamptz, 'queued'
-             FROM generate_series(1, 2000) AS n",
+             FROM generate_series(1, 2000) AS n,
+                  LATERAL (SELECT '2026-03-01T00:00:00Z'::timestamptz + n * interval '1 ms') AS at(t)",
             &[&key.account.0],
         )
         .await

@@ -244,12 +244,17 @@ async fn members_report_and_check_edit_a_category_page_the_log_and_submit_a_chat
     let reporting = app.create_user(reporter.account, false).await;
     let checking = app.create_user(checker.account, false).await;
     let client = app.db.pool.get().await.unwrap();
+    moderation_tests::fixtures::ensure_partitions(
+        &app.db.pool,
+        time::macros::datetime!(2026-05-01 0:00 UTC),
+    )
+    .await;
     // 55 delivered webhooks of completed jobs, a minute apart.
     client
         .execute(
             "WITH j AS (INSERT INTO jobs (id, account_id, type, status, stage, content, \
                                          is_prohibited, created_at, updated_at, completed_at) \
-                        SELECT gen_random_uuid(), $1, 'text', 'completed', 'done', 'x', false, \
+                        SELECT uuid_v7(t), $1, 'text', 'completed', 'done', 'x', false, \
                                t, t, t \
                         FROM generate_series(timestamptz '2026-05-01', \
                                              timestamptz '2026-05-01 00:54', \
@@ -258,7 +263,7 @@ async fn members_report_and_check_edit_a_category_page_the_log_and_submit_a_chat
              INSERT INTO deliveries (id, job_id, account_id, target_url, body, state, \
                                      attempts, schedule_attempts, created_at, finished_at, \
                                      last_status_code) \
-             SELECT gen_random_uuid(), id, $1, 'https://hooks.example.com/x', '\\x7b7d', \
+             SELECT uuid_v7(created_at), id, $1, 'https://hooks.example.com/x', '\\x7b7d', \
                     'delivered', 1, 1, created_at, created_at, 200 FROM j",
             &[&reporter.account.0],
         )

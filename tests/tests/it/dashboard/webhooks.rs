@@ -4,7 +4,7 @@
 use moderation_shared::domain::AccountId;
 use moderation_tests::{
     dashboard::{location, next_page},
-    fixtures::JobRow,
+    fixtures::{id_at, JobRow},
     receiver::TestReceiver,
     spawn_app, TestApp,
 };
@@ -89,7 +89,7 @@ async fn delivered_job(
 ) -> (uuid::Uuid, uuid::Uuid) {
     let job = JobRow::new(account, "text", "x", at).completed(at, false, None);
     job.insert(&app.db.pool).await;
-    let delivery = uuid::Uuid::new_v4();
+    let delivery = id_at(at, uuid::Uuid::new_v4().as_u128());
     let client = app.db.pool.get().await.unwrap();
     client
         .execute(

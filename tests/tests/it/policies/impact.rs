@@ -1,7 +1,7 @@
 //! The impact preview (contract 13): a version applied to stored scores, no model run.
 
 use moderation_shared::db;
-use moderation_tests::{assert_error, spawn_app, TestApp, TestKey};
+use moderation_tests::{assert_error, plans, spawn_app, TestApp, TestKey};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -130,7 +130,7 @@ async fn the_preview_reads_the_accounts_scores_through_its_index() {
     client
         .batch_execute(
             "INSERT INTO job_scores (job_id, account_id, prohibited, listed) \
-             SELECT gen_random_uuid(), gen_random_uuid(), false, false \
+             SELECT uuid_v7(), gen_random_uuid(), false, false \
              FROM generate_series(1, 20000); ANALYZE job_scores",
         )
         .await
@@ -142,6 +142,10 @@ async fn the_preview_reads_the_accounts_scores_through_its_index() {
         .await
         .unwrap();
 
-    assert!(plan.contains("job_scores_account_idx"), "{plan}");
-    assert!(!plan.contains("Seq Scan"), "{plan}");
+    assert!(plan.contains("_account_id_job_id_idx"), "{plan}");
+    assert_eq!(
+        plans::full_reads(&client, &plan).await,
+        Vec::<String>::new(),
+        "{plan}"
+    );
 }

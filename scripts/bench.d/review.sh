@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Human review (contract 14), against a fresh release fleet:
+#  1. Claims: with 100,000 pending review items, 8 reviewers (8 keys) each claim 250 items as
+#     fast as they can through POST /api/v1/review/claim; prints the claims' latency p50/p99 and
+#     checks that no item was handed out twice. Target: p99 < 20 ms, no collision.
+#  2. The cost of review on throughput: completed text jobs/s at saturation (wrk, as the e2e
+#     bench) for an account whose policy samples 10 % of its jobs for review, and for one that
+#     samples none, one after the other in the same run. Target: >= 90 % of the rate without.
+# Run through scripts/bench (it builds and exports $BIN).
+source "$(dirname "$0")/../lib.sh"
+: "${BIN:?run me through scripts/bench}"
+command -v wrk >/dev/null || apt_install wrk
+ITEMS=${REVIEW_BENCH_ITEMS:-100000}
+DURATION=${DURATION:-20}
+
+DB=$(bench_database review)
+NS="bench-review-$$"
+PORT=$(free_port)
+export DATABASE_URL=$DB REDIS_URL=$REDIS_BASE_URL APP_REDIS_NAMESPACE=$NS PORT RUST_LOG=warn
+export APP_AUTH_CONCURRENCY=1000 APP_WORKER_CONCURRENCY=text=32
+WORK=$(mktemp -d)
+
+"$BIN/api" & API=$!
+cleanup() {
+  kill "$API" ${WORKER:-} 2>/dev/null || true
+  wait "$API" ${WORKER:-} 2>/dev/null || true
+  redis-cli -p "$REDIS_PORT" --scan --pattern "$NS:*" | xargs -r redis-cli -p "$REDIS_PORT" del >/dev/null
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+wait_http "http://127.0.0.1:$PORT/health"
+BASE=http://127.0.0.1:$PORT/api/v1
+
+org=$("$BIN/modctl" org create --name "bench review" | json_field org_id)
+"$BIN/modctl" org set "$org" --rate-per-minute 100000000 >/dev/null
+log "Inserting $ITEMS completed jobs, each with a pending review item"
+psql "$DB" -qc "
+  WITH made AS (
+    SELECT (lpad(to_hex((extract(epoch FROM t) * 1000)::bigint), 12, '0') || '7'
+            || lpad(to_hex((random() * 4095)::int), 3, '0') || '8'
+            || lpad(to_hex((random() * 4095)::int), 3, '0')
+            || lpad(to_hex((random() * 281474976710655)::bigint), 12, '0'))::uuid AS id, t
+    FROM generate_series(1, $ITEMS) AS i,
+         LATERAL (SELECT now() - interval '2 days' + i * interval '1 millisecond') AS s(t)),
+  jobs AS (
+    INSERT INTO jobs (id, account_id, type, status, stage, content, is_prohibited, created_at,
+                      updated_at, completed_at, review_state, review_reasons)
+    SELECT id, '$org', 'text', 'completed', 'done', 'a sampled message', false, t, t, t,
+           'pending', ARRAY['sample']
+    FROM made RETURNING id, created_at)
+  INSERT INTO review_items (id, job_id, account_id, job_type, reasons, created_at)
+  SELECT id, id, '$org', 'text', ARRAY['sample'], created_at FROM jobs"
+psql "$DB" -qc "VACUUM ANALYZE review_items; VACUUM ANALYZE jobs"
+keys=()
+for n in 1 2 3 4 5 6 7 8; do
+  keys+=("$("$BIN/modctl" key create --org "$org" --name "reviewer $n" --scopes review:decide | json_field key)")
+done
+
+log "8 reviewers claim 250 items each"
+python3 - "$BASE" "${keys[@]}" <<'PY'
+import http.client, json, sys, threading, time, urllib.parse
+base, keys = sys.argv[1], sys.argv[2:]
+url = urllib.parse.urlparse(base)
+latencies, items, lock = [], [], threading.Lock()
+def reviewer(key):
+    conn = http.client.HTTPConnection(url.hostname, url.port)
+    for _ in range(250):
+        started = time.perf_counter()
+        conn.request("POST", url.path + "/review/claim", headers={"Authorization": f"Bearer {key}", "Content-Length": "0"})
+        response = conn.getresponse()
+        body = response.read()
+        took = time.perf_counter() - started
+        assert response.status == 200, (response.status, body[:200])
+        with lock:
+            latencies.append(took)
+            items.append(json.loads(body)["item_id"])
+threads = [threading.Thread(target=reviewer, args=(k,)) for k in keys]
+for t in threads: t.start()
+for t in threads: t.join()
+latencies.sort()
+p = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000
+twice = len(items) - len(set(items))
+print(f"review claims: {len(items)} by 8 reviewers among 100000 pending, p50 {p(0.5):.1f} ms, "
+      f"p99 {p(0.99):.1f} ms (target < 20), {twice} handed out twice (target 0): "
+      f"{'met' if p(0.99) < 20 and twice == 0 else 'NOT MET'}")
+PY
+
+# Throughput with and without review: a text worker, wrk at saturation, one account each.
+METRICS_PORT=$(free_port) "$BIN/worker" --modality text & WORKER=$!
+BOUNDARY=benchboundary7d1f
+saturate() {
+  local key=$1 account=$2
+  cat > "$WORK/submit.lua" <<LUA
+wrk.method = "POST"
+wrk.headers["Authorization"] = "Bearer $key"
+wrk.headers["Content-Type"] = "multipart/form-data; boundary=$BOUNDARY"
+wrk.body = "--$BOUNDARY\r\nContent-Disposition: form-data; name=\"text\"\r\n\r\nIs this a friendly message about the weather today? I hope the picnic goes well.\r\n--$BOUNDARY--\r\n"
+LUA
+  wrk -t2 -c64 -d"${DURATION}s" --timeout 5s -s "$WORK/submit.lua" "$BASE/moderate/prompt" >/dev/null
+  local i
+  for i in $(seq 1 1200); do
+    [ "$(psql "$DB" -qAtc "SELECT count(*) FROM jobs WHERE account_id = '$account' AND status IN ('queued','processing')")" = 0 ] && break
+    sleep 0.1
+  done
+  psql "$DB" -qAt -c "
+    SELECT round(count(*) / extract(epoch FROM max(completed_at) - min(created_at)))::int || ' ' ||
+           count(*) FILTER (WHERE review_state = 'pending')  || ' ' || count(*)
+    FROM jobs WHERE account_id = '$account'"
+}
+bench_account() {
+  local org key
+  org=$("$BIN/modctl" org create --name "bench $1" | json_field org_id)
+  "$BIN/modctl" org set "$org" --rate-per-minute 100000000 >/dev/null
+  key=$("$BIN/modctl" key create --org "$org" --scopes moderate:prompt,settings:manage | json_field key)
+  if [ "$1" != none ]; then
+    curl -sf -H "Authorization: Bearer $key" -H 'content-type: application/json' \
+      -d "{\"review\": {\"sample_rate\": $1}}" "$BASE/policy/versions" >/dev/null
+    curl -sf -X POST -H "Authorization: Bearer $key" "$BASE/policy/versions/2/activate" >/dev/null
+  fi
+  echo "$org $key"
+}
+read -r plain_org plain_key <<<"$(bench_account none)"
+read -r sampled_org sampled_key <<<"$(bench_account 0.1)"
+log "Saturation without review, ${DURATION}s"
+read -r plain_rate _ plain_jobs <<<"$(saturate "$plain_key" "$plain_org")"
+log "Saturation with a 10 % review sample, ${DURATION}s"
+read -r sampled_rate sampled_items sampled_jobs <<<"$(saturate "$sampled_key" "$sampled_org")"
+awk -v a="$plain_rate" -v b="$sampled_rate" -v items="$sampled_items" -v jobs="$sampled_jobs" 'BEGIN {
+  r = (a > 0) ? b / a : 0
+  printf "review throughput: %d jobs/s without review, %d with a 10%% sample (%d of %d jobs sent to review): %.2f (target >= 0.90): %s\n",
+    a, b, items, jobs, r, (r >= 0.9) ? "met" : "NOT MET" }'
