@@ -3,10 +3,11 @@
 # and threads (scripts/bench.d/models.d/):
 #  - nsfw: images/s of the worker's NSFW model (its own runner on rten-gemm) versus onnxruntime
 #    (target ratio >= 1.0);
-#  - audio: real-time factor of the worker's Whisper (candle) versus faster-whisper, CPU, int8
-#    (target ratio >= 1.0, floor 0.5);
-#  - text: end-to-end text jobs/s with the text models on (target >= 300/s);
-#  and the worker's peak RSS with every model loaded (target <= 600 MB).
+#  - audio: real-time factor of the worker's Whisper (base by default, candle) versus
+#    faster-whisper on the same model, CPU, int8 (target ratio >= 1.0);
+#  - text: end-to-end text jobs/s with every text model on, English and other languages
+#    (target >= 300/s);
+#  and the worker's peak RSS with every model loaded (target <= 800 MB).
 # MODELS_PARTS (e.g. "text rss") runs only those parts.
 source "$(dirname "$0")/../lib.sh"
 ensure_models

@@ -5,7 +5,9 @@
 # recall per category and false positives on ordinary and innocent-alarming messages at
 # APP_TEXT_THRESHOLD (default: the worker's) and a sweep of thresholds, scored by the worker's
 # own code (worker/examples/eval_text.rs). Targets: recall >= 90 %, false positives <= 3 % on
-# ordinary and <= 10 % on innocent-alarming.
+# ordinary and <= 10 % on innocent-alarming. Then eval/text/multilingual/ (14 languages, a
+# language column first), per language too. Targets there: recall >= 85 % (>= 70 % in every
+# language), false positives <= 5 % ordinary and <= 12 % innocent-alarming.
 source "$(dirname "$0")/../lib.sh"
 cd "$ROOT"
 cargo build --release --quiet -p moderation-worker --example eval_text
@@ -15,3 +17,7 @@ for corpus in eval/text eval/text/heldout; do
   [ -n "${APP_TEXT_THRESHOLD:-}" ] && args+=(--threshold "$APP_TEXT_THRESHOLD")
   "$ROOT/target/release/examples/eval_text" "${args[@]}"
 done
+log "Corpus eval/text/multilingual"
+args=("$APP_MODEL_DIR" eval/text/multilingual --languages)
+[ -n "${APP_TEXT_THRESHOLD:-}" ] && args+=(--threshold "$APP_TEXT_THRESHOLD")
+"$ROOT/target/release/examples/eval_text" "${args[@]}"

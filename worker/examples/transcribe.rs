@@ -3,13 +3,18 @@
 //!
 //!     cargo run --release -p moderation-worker --example transcribe -- MODEL_DIR FILE...
 //!
-//! Prints one line a file, `FILE<TAB>SECONDS_OF_AUDIO<TAB>SECONDS_TAKEN<TAB>TRANSCRIPT`, then
+//! The model is `APP_SPEECH_MODEL`'s (`base`, the default, or `tiny.en`). Prints one line a
+//! file, `FILE<TAB>SECONDS_OF_AUDIO<TAB>SECONDS_TAKEN<TAB>LANGUAGE<TAB>TRANSCRIPT`, then
 //! the process's peak and final resident memory on standard error. A development tool: the worker itself
 //! never prints a transcript.
 
 use std::{path::PathBuf, time::Instant};
 
-use moderation_worker::{models::whisper::Whisper, probe};
+use anyhow::Context;
+use moderation_worker::{
+    models::whisper::{SpeechModel, Whisper},
+    probe,
+};
 
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args_os().skip(1);
@@ -17,17 +22,22 @@ fn main() -> anyhow::Result<()> {
         args.next()
             .ok_or_else(|| anyhow::anyhow!("usage: transcribe MODEL_DIR FILE..."))?,
     );
-    let whisper = Whisper::load(&dir)?;
+    let model = match std::env::var("APP_SPEECH_MODEL") {
+        Ok(name) => SpeechModel::parse(&name).context("APP_SPEECH_MODEL: base or tiny.en")?,
+        Err(_) => SpeechModel::default(),
+    };
+    let whisper = Whisper::load(&dir, model)?;
     for file in args {
         let bytes = bytes::Bytes::from(std::fs::read(&file)?);
         let length = probe::audio_duration(bytes.clone())?;
         let started = Instant::now();
         let transcript = whisper.transcribe(bytes)?;
         println!(
-            "{}\t{:.2}\t{:.3}\t{}",
+            "{}\t{:.2}\t{:.3}\t{}\t{}",
             PathBuf::from(file).display(),
             length.as_secs_f64(),
             started.elapsed().as_secs_f64(),
+            transcript.language().unwrap_or("-"),
             transcript.text()
         );
     }

@@ -23,7 +23,7 @@ use crate::{
         nsfw::{self, NsfwModel},
         set::ModelSet,
         text::TextModel,
-        whisper::{self, Transcript, Whisper},
+        whisper::{Transcript, Whisper},
         Inference, Loader,
     },
     policy::{AccountPolicy, PolicyCache},
@@ -57,8 +57,11 @@ impl LocalModels {
         let mut loader = Loader::new(&settings.models);
         let takes = |modality| settings.modalities.contains(&modality);
         let speech = if takes(Modality::Audio) {
+            let model = settings.models.speech;
+            let files = model.files();
+            let files: Vec<&str> = files.iter().map(String::as_str).collect();
             loader
-                .load("whisper", &whisper::FILES, Whisper::load)?
+                .load("whisper", &files, |dir| Whisper::load(dir, model))?
                 .map(Arc::new)
         } else {
             None

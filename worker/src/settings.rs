@@ -13,7 +13,7 @@ use moderation_shared::{
     url_guard::UrlGuard,
 };
 
-use crate::classify::openai::OpenAiSettings;
+use crate::{classify::openai::OpenAiSettings, models::whisper::SpeechModel};
 
 /// Concurrency per modality when `APP_WORKER_CONCURRENCY` does not name it.
 pub const DEFAULT_CONCURRENCY: usize = 8;
@@ -91,6 +91,9 @@ pub struct ModelSettings {
     /// `required`: a missing model is a start-up error; `auto` (the default): the models found
     /// are used, and a warning names `scripts/models` when one is missing.
     pub required: bool,
+    /// `APP_SPEECH_MODEL`: `base` (the default, 99 languages) or `tiny.en` (English only,
+    /// faster).
+    pub speech: SpeechModel,
 }
 
 impl ModelSettings {
@@ -110,8 +113,23 @@ impl ModelSettings {
                 ))
             }
         };
-        Ok(Self { dir, required })
+        let speech = match env_raw("APP_SPEECH_MODEL")? {
+            Some(raw) => parse_speech_model(&raw)
+                .map_err(|reason| ConfigError::new("APP_SPEECH_MODEL", reason))?,
+            None => SpeechModel::default(),
+        };
+        Ok(Self {
+            dir,
+            required,
+            speech,
+        })
     }
+}
+
+/// The speech model `raw` names (`base` or `tiny.en`).
+fn parse_speech_model(raw: &str) -> Result<SpeechModel, String> {
+    SpeechModel::parse(raw.trim())
+        .ok_or_else(|| format!("expected base or tiny.en, got {:?}", raw.trim()))
 }
 
 /// `${XDG_CACHE_HOME:-$HOME/.cache}/moderation/models`, where `scripts/models` puts them.
@@ -169,6 +187,7 @@ impl WorkerSettings {
             models: ModelSettings {
                 dir: default_model_dir(),
                 required: false,
+                speech: SpeechModel::default(),
             },
             policy_defaults: PolicyDefaults::default(),
         }
@@ -251,6 +270,15 @@ mod tests {
         assert_eq!(c.of(Modality::Text), 8);
         assert_eq!(c.of(Modality::Image), 2);
         assert_eq!(c.of(Modality::Audio), DEFAULT_CONCURRENCY);
+    }
+
+    #[test]
+    fn speech_model_is_base_or_tiny_en() {
+        assert_eq!(parse_speech_model("base"), Ok(SpeechModel::Base));
+        assert_eq!(parse_speech_model(" tiny.en "), Ok(SpeechModel::TinyEn));
+        assert!(parse_speech_model("large")
+            .unwrap_err()
+            .contains("base or tiny.en"));
     }
 
     #[test]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The worker's peak RSS with every built-in model loaded (target <= 600 MB): one worker for all
+# The worker's peak RSS with every built-in model loaded (target <= 800 MB): one worker for all
 # modalities with APP_LOCAL_MODELS=required judges a prompt, an image, a 10 s video and a spoken
 # clip (made here with ffmpeg and espeak-ng, served over loopback), each JOBS times at once
 # (default 4); prints its resident set when idle with the models loaded and at its peak.
@@ -40,7 +40,8 @@ idle_kb=$(peak_rss_kb "$WORKER")
 media="http://127.0.0.1:$MEDIA_PORT"
 submits=()
 for _ in $(seq 1 "$JOBS"); do
-  for request in "prompt text=I will find where you live and hurt you" "image image=$media/image.png" \
+  for request in "prompt text=I will find where you live and hurt you" \
+    "prompt text=Te voy a encontrar y te vas a arrepentir" "image image=$media/image.png" \
     "video video=$media/video.mp4" "audio audio=$media/speech.wav"; do
     curl -fs -o /dev/null -H "Authorization: Bearer $KEY" -F "${request#* }" \
       "http://127.0.0.1:$PORT/api/v1/moderate/${request%% *}" & submits+=($!)
@@ -56,6 +57,6 @@ read -r done failed < <(psql "$DB" -qAtF' ' -c "
   SELECT count(*) FILTER (WHERE status = 'completed'), count(*) FILTER (WHERE status = 'failed') FROM jobs")
 [ "$failed" = 0 ] || psql "$DB" -qAtc "SELECT DISTINCT error_code, error_message FROM jobs WHERE status = 'failed'" >&2 || true
 awk -v idle="$idle_kb" -v peak="$peak_kb" -v loaded="$loaded" -v done="$done" -v failed="$failed" 'BEGIN {
-  printf "models_rss: worker with %d models loaded: idle %.0f MB, peak %.0f MB over %d jobs (%d failed) (target <= 600 MB)\n",
+  printf "models_rss: worker with %d models loaded: idle %.0f MB, peak %.0f MB over %d jobs (%d failed) (target <= 800 MB)\n",
     loaded, idle * 1024 / 1e6, peak * 1024 / 1e6, done, failed
 }'

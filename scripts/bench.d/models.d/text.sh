@@ -2,7 +2,8 @@
 # End to end with the built-in text model (local provider, APP_LOCAL_MODELS=required): varied
 # prompts submitted through the api by wrk (64 connections, DURATION s, default 5: the api takes
 # in far more than the worker finishes, so a longer run only lengthens the backlog), classified
-# by one text worker; completed jobs/s over the run (first submission to last completion, once
+# by one text worker (two of the ten prompts in Spanish and Japanese, judged by the multilingual
+# encoder); completed jobs/s over the run (first submission to last completion, once
 # every job has finished: at most 600 s), the share rejected, and the worker's peak RSS with
 # the text models loaded (idle after loading, and after the run). Target: >= 300 completed
 # text jobs/s on 2 cores.
@@ -53,6 +54,8 @@ local texts = {
   "We're organising a charity run for mental health awareness next month, join us.",
   "The new release fixes the crash when exporting reports to PDF.",
   "I know where you live and you'd better watch your back tonight.",
+  "¿Quedamos el sábado para ver el partido en casa de Marta?",
+  "明日の会議の資料、今日中に送ってもらえますか？",
 }
 local bodies = {}
 for i, t in ipairs(texts) do

@@ -13,6 +13,8 @@ use tokio::sync::Semaphore;
 
 use crate::ModelSettings;
 
+pub mod language;
+pub mod multilingual;
 pub mod nsfw;
 pub mod onnx;
 pub mod set;

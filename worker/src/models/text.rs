@@ -8,6 +8,12 @@
 //! score. A category's score is its highest over the segments. Embeddings of concurrent jobs
 //! are gathered into one inference by a [`Batcher`], which runs on the [`Inference`] pool,
 //! never on the async threads. Everything is loaded once per process.
+//!
+//! Languages (contract 18): the text's language is detected first ([`language`]). English
+//! (and text without a detected language) goes the way above; a text in another covered
+//! language is embedded by the multilingual encoder ([`multilingual`]), compared with the same
+//! prototypes embedded by it, and scored by a head of its own; a text in a language or script
+//! the models do not cover is left to the lists (no score).
 
 use std::{path::Path, sync::Arc};
 
@@ -16,7 +22,11 @@ use moderation_shared::{
     runtime::StartupError,
 };
 
-use super::{Inference, InferenceFailed, Loader};
+use super::{
+    language::{self, Route},
+    multilingual::{self, Encoder},
+    Inference, InferenceFailed, Loader,
+};
 use crate::classify::{local, Policy, TextContent, Verdict};
 
 pub mod embed;
@@ -44,6 +54,13 @@ pub const DEFAULT_THRESHOLD: f32 = moderation_shared::policy::DEFAULT_TEXT_BLOCK
 /// 10 % (8.9 %, recall 16 %: docs/models-text.md).
 pub const CUSTOM_THRESHOLD: f32 = moderation_shared::policy::DEFAULT_CUSTOM_BLOCK_AT as f32;
 
+/// The multilingual encoder's similarity at which a custom category is hit, chosen the same way
+/// on eval/custom/ (near-topic false alarms 8.3 %, recall 21.7 %: docs/models-text.md). Its
+/// similarities run lower than MiniLM's, so they are scaled by `CUSTOM_THRESHOLD / this`
+/// before they are reported: the same custom `block_at` then means the same operating point
+/// for both models.
+pub const MULTILINGUAL_CUSTOM_THRESHOLD: f32 = 0.36;
+
 /// Texts embedded in one run at most; a gathered batch is cut into runs of similar lengths.
 const RUN: usize = 32;
 
@@ -53,26 +70,41 @@ const MAX_BATCH: usize = 64;
 /// The loaded text model, shared by every text job of the process.
 pub struct TextModel {
     profanity: Arc<Profanity>,
-    embeddings: Batcher<EmbedBatch>,
-    scorer: Arc<Scorer>,
-    /// Custom categories' reference embeddings, by description and keywords.
-    custom: moka::sync::Cache<String, Arc<Vec<Embedding>>>,
+    /// MiniLM and its head: English.
+    english: Judge<Embedder>,
+    /// The multilingual encoder and its head: the other covered languages (`None` when it is
+    /// not installed and not required: those texts then go to the English model, as before).
+    multilingual: Option<Judge<Encoder>>,
     threshold: f32,
+}
+
+/// An embedding model with the scorer over its embeddings and its custom categories'
+/// reference embeddings (by description and keywords).
+struct Judge<E: Embed> {
+    embeddings: Batcher<EmbedBatch<E>>,
+    scorer: Arc<Scorer>,
+    custom: moka::sync::Cache<String, Arc<Vec<Embedding>>>,
+    /// What a similarity to a custom category is multiplied by (then clamped to [0, 1]).
+    custom_scale: f32,
 }
 
 /// What the model made of one text.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TextScores {
-    /// The five categories' scores.
+    /// The five categories' scores; empty when no model judged the text (a language the
+    /// models do not cover).
     pub categories: Vec<(&'static str, f32)>,
-    /// Per enabled custom category, the highest similarity of a segment to it.
+    /// Per enabled custom category, the highest similarity of a segment to it (empty when no
+    /// model judged the text).
     pub custom: Vec<(String, f32)>,
+    /// The detected language, ISO 639-1; `None` when unknown.
+    pub language: Option<&'static str>,
 }
 
 impl TextModel {
     /// Loads the text models from the model directory through `loader` (`None` when they are
     /// absent and not required), running inference on `inference`. A category scoring
-    /// `threshold` or more rejects. Must run on a Tokio runtime (the batcher is a task).
+    /// `threshold` or more rejects. Must run on a Tokio runtime (the batchers are tasks).
     pub fn load(
         loader: &mut Loader<'_>,
         inference: Inference,
@@ -86,11 +118,12 @@ impl TextModel {
             &["text/model.onnx", "text/tokenizer.json"],
             |dir| load_embedder(&dir.join("text")),
         )?;
-        let (Some(profanity), Some((embedder, scorer))) = (profanity, embedder) else {
+        let encoder = loader.load(multilingual::MODEL, &multilingual::FILES, load_encoder)?;
+        let (Some(profanity), Some(english)) = (profanity, embedder) else {
             return Ok(None);
         };
         Ok(Some(Self::new(
-            profanity, embedder, scorer, inference, threshold,
+            profanity, english, encoder, inference, threshold,
         )))
     }
 
@@ -99,26 +132,31 @@ impl TextModel {
     pub fn load_dir(dir: &Path, inference: Inference, threshold: f32) -> anyhow::Result<Self> {
         let text = dir.join("text");
         let profanity = Profanity::load(&text)?;
-        let (embedder, scorer) = load_embedder(&text)?;
-        Ok(Self::new(profanity, embedder, scorer, inference, threshold))
+        let english = load_embedder(&text)?;
+        let encoder = load_encoder(dir)?;
+        Ok(Self::new(
+            profanity,
+            english,
+            Some(encoder),
+            inference,
+            threshold,
+        ))
     }
 
     fn new(
         profanity: Profanity,
-        embedder: Embedder,
-        scorer: Scorer,
+        (embedder, scorer): (Embedder, Scorer),
+        multilingual: Option<(Encoder, Scorer)>,
         inference: Inference,
         threshold: f32,
     ) -> Self {
-        let executor = EmbedBatch {
-            embedder: Arc::new(embedder),
-            inference,
-        };
         Self {
             profanity: Arc::new(profanity),
-            embeddings: Batcher::spawn(executor, MAX_BATCH, 2),
-            scorer: Arc::new(scorer),
-            custom: moka::sync::Cache::new(1_000),
+            english: Judge::new(embedder, scorer, inference.clone(), 1.0),
+            multilingual: multilingual.map(|(encoder, scorer)| {
+                let scale = CUSTOM_THRESHOLD / MULTILINGUAL_CUSTOM_THRESHOLD;
+                Judge::new(encoder, scorer, inference, scale)
+            }),
             threshold,
         }
     }
@@ -145,11 +183,76 @@ impl TextModel {
     }
 
     /// The scores of `content`: per category the highest over its segments, and per custom
-    /// category of `policy` the highest similarity.
+    /// category of `policy` the highest similarity, by the model of its language (none for a
+    /// language the models do not cover), with that language.
     pub async fn scores(
         &self,
         content: TextContent<'_>,
         policy: &Policy,
+    ) -> Result<TextScores, InferenceFailed> {
+        let detected = language::of_content(content);
+        let mut scores = match (detected.route, &self.multilingual) {
+            (Route::Uncovered, _) => TextScores {
+                categories: Vec::new(),
+                custom: Vec::new(),
+                language: None,
+            },
+            (Route::Multilingual, Some(judge)) => judge.scores(content, policy, None).await?,
+            _ => {
+                let profanity = Some(&*self.profanity);
+                self.english.scores(content, policy, profanity).await?
+            }
+        };
+        scores.language = detected.language;
+        Ok(scores)
+    }
+
+    /// What the English scorer measured of each segment of `content`, with the segment's
+    /// profanity score: for tuning the scorer's constants (the evaluation's `--dump`).
+    pub async fn measures(
+        &self,
+        content: TextContent<'_>,
+    ) -> Result<Vec<(Vec<(&'static str, score::Measure)>, f32)>, InferenceFailed> {
+        let segments = segment::segments(content);
+        let profanity: Vec<f32> = segments.iter().map(|s| self.profanity.score(s)).collect();
+        let embeddings = self.english.embed(segments).await?;
+        Ok(embeddings
+            .iter()
+            .zip(profanity)
+            .map(|(embedding, profane)| (self.english.scorer.measure(&embedding.sentence), profane))
+            .collect())
+    }
+}
+
+impl<E: Embed> Judge<E> {
+    fn new(model: E, scorer: Scorer, inference: Inference, custom_scale: f32) -> Self {
+        let executor = EmbedBatch {
+            model: Arc::new(model),
+            inference,
+        };
+        Self {
+            embeddings: Batcher::spawn(executor, MAX_BATCH, 2),
+            scorer: Arc::new(scorer),
+            custom: moka::sync::Cache::new(1_000),
+            custom_scale,
+        }
+    }
+
+    /// The embeddings of `texts`, in the next batch.
+    async fn embed(&self, texts: Vec<String>) -> Result<Vec<Embedding>, InferenceFailed> {
+        self.embeddings.run(texts).await.map_err(|err| {
+            tracing::error!(error = %err, "Text embedding failed");
+            InferenceFailed
+        })
+    }
+
+    /// The scores of `content` by this model (with `profanity`'s term in the head, when
+    /// given) under `policy`'s custom categories.
+    async fn scores(
+        &self,
+        content: TextContent<'_>,
+        policy: &Policy,
+        profanity: Option<&Profanity>,
     ) -> Result<TextScores, InferenceFailed> {
         let segments = segment::segments(content);
         let mut categories: Vec<(&'static str, f32)> =
@@ -159,52 +262,34 @@ impl TextModel {
             .iter()
             .map(|category| (category.name.clone(), 0.0))
             .collect();
-        if segments.is_empty() {
-            return Ok(TextScores { categories, custom });
-        }
-        let profanity: Vec<f32> = segments.iter().map(|s| self.profanity.score(s)).collect();
-        let embeddings = self.embed(segments).await?;
-        for (embedding, &profane) in embeddings.iter().zip(&profanity) {
-            for ((_, best), (_, score)) in categories
-                .iter_mut()
-                .zip(self.scorer.score(embedding, profane))
-            {
-                *best = best.max(score);
+        if !segments.is_empty() {
+            let profane: Vec<f32> = segments
+                .iter()
+                .map(|s| profanity.map_or(0.0, |p| p.score(s)))
+                .collect();
+            let embeddings = self.embed(segments).await?;
+            for (embedding, &profane) in embeddings.iter().zip(&profane) {
+                for ((_, best), (_, score)) in categories
+                    .iter_mut()
+                    .zip(self.scorer.score(embedding, profane))
+                {
+                    *best = best.max(score);
+                }
             }
-        }
-        for (category, (_, best)) in policy.custom.iter().zip(custom.iter_mut()) {
-            let references = self.custom_references(category).await?;
-            for embedding in &embeddings {
-                for reference in references.iter() {
-                    let similarity = score::cosine(&embedding.sentence, &reference.sentence);
-                    *best = best.max(similarity.clamp(0.0, 1.0));
+            for (category, (_, best)) in policy.custom.iter().zip(custom.iter_mut()) {
+                let references = self.custom_references(category).await?;
+                for embedding in &embeddings {
+                    for reference in references.iter() {
+                        let similarity = score::cosine(&embedding.sentence, &reference.sentence);
+                        *best = best.max((similarity * self.custom_scale).clamp(0.0, 1.0));
+                    }
                 }
             }
         }
-        Ok(TextScores { categories, custom })
-    }
-
-    /// What the scorer measured of each segment of `content`, with the segment's profanity
-    /// score: for tuning the scorer's constants (the evaluation's `--dump`).
-    pub async fn measures(
-        &self,
-        content: TextContent<'_>,
-    ) -> Result<Vec<(Vec<(&'static str, score::Measure)>, f32)>, InferenceFailed> {
-        let segments = segment::segments(content);
-        let profanity: Vec<f32> = segments.iter().map(|s| self.profanity.score(s)).collect();
-        let embeddings = self.embed(segments).await?;
-        Ok(embeddings
-            .iter()
-            .zip(profanity)
-            .map(|(embedding, profane)| (self.scorer.measure(&embedding.sentence), profane))
-            .collect())
-    }
-
-    /// The embeddings of `texts`, in the next batch.
-    async fn embed(&self, texts: Vec<String>) -> Result<Vec<Embedding>, InferenceFailed> {
-        self.embeddings.run(texts).await.map_err(|err| {
-            tracing::error!(error = %err, "Text embedding failed");
-            InferenceFailed
+        Ok(TextScores {
+            categories,
+            custom,
+            language: None,
         })
     }
 
@@ -229,7 +314,7 @@ impl TextModel {
 
 /// The verdict of `scores`: every category's score and every custom category's similarity
 /// (as `custom.<name>`) recorded for the account's policy version to decide on
-/// (the `decide` module); the text model itself rejects nothing.
+/// (the `decide` module), with the detected language; the text model itself rejects nothing.
 pub fn verdict(scores: &TextScores, policy: &Policy) -> Verdict {
     let mut verdict = local::passed(policy, false);
     for &(name, score) in &scores.categories {
@@ -238,35 +323,75 @@ pub fn verdict(scores: &TextScores, policy: &Policy) -> Verdict {
     for (name, similarity) in &scores.custom {
         verdict.scores.insert(format!("custom.{name}"), *similarity);
     }
+    verdict.language = scores.language.map(str::to_owned);
     verdict
 }
 
 /// Loads the embedder, embeds the prototypes and loads the compiled head.
 fn load_embedder(dir: &Path) -> anyhow::Result<(Embedder, Scorer)> {
     let embedder = Embedder::load(dir)?;
+    let scorer = prototype_scorer(&embedder, head::Head::compiled()?)?;
+    Ok((embedder, scorer))
+}
+
+/// Loads the multilingual encoder from the model directory `dir`, embeds the prototypes with
+/// it and loads its compiled head.
+fn load_encoder(dir: &Path) -> anyhow::Result<(Encoder, Scorer)> {
+    let encoder = Encoder::load(dir)?;
+    let scorer = prototype_scorer(&encoder, head::Head::multilingual(multilingual::DIM)?)?;
+    Ok((encoder, scorer))
+}
+
+/// A scorer comparing with the prototypes as `model` embeds them, with `head`.
+pub fn prototype_scorer(model: &impl Embed, head: head::Head) -> anyhow::Result<Scorer> {
     let mut categories = Vec::new();
     for (name, sentences) in prototypes::CATEGORIES {
-        categories.push((name, embed_all(&embedder, sentences)?));
+        categories.push((name, embed_all(model, sentences)?));
     }
-    let benign = embed_all(&embedder, prototypes::BENIGN)?;
-    let head = head::Head::compiled()?;
-    Ok((embedder, Scorer::new(categories, benign, head)))
+    let benign = embed_all(model, prototypes::BENIGN)?;
+    Ok(Scorer::new(categories, benign, head))
 }
 
 /// The sentence embeddings of `sentences`.
-fn embed_all(embedder: &Embedder, sentences: &[&str]) -> anyhow::Result<Vec<Vec<f32>>> {
+fn embed_all(model: &impl Embed, sentences: &[&str]) -> anyhow::Result<Vec<Vec<f32>>> {
     let texts: Vec<String> = sentences.iter().map(|s| (*s).to_owned()).collect();
     let mut all = Vec::with_capacity(texts.len());
     for run in texts.chunks(RUN) {
-        all.extend(embedder.embed(run)?.into_iter().map(|e| e.sentence));
+        all.extend(model.embed_run(run)?.into_iter().map(|e| e.sentence));
     }
     Ok(all)
 }
 
+/// A text embedding model: MiniLM (English) or the multilingual encoder.
+pub trait Embed: Send + Sync + 'static {
+    /// The embeddings of `texts`, in order, in one run.
+    fn embed_run(&self, texts: &[String]) -> anyhow::Result<Vec<Embedding>>;
+}
+
+impl Embed for Embedder {
+    fn embed_run(&self, texts: &[String]) -> anyhow::Result<Vec<Embedding>> {
+        self.embed(texts)
+    }
+}
+
+impl Embed for Encoder {
+    /// The multilingual encoder has no middle layer: its embedding is the sentence one.
+    fn embed_run(&self, texts: &[String]) -> anyhow::Result<Vec<Embedding>> {
+        Ok(self
+            .embed(texts)?
+            .into_iter()
+            .map(|sentence| Embedding {
+                sentence,
+                middle: Vec::new(),
+            })
+            .collect())
+    }
+}
+
 /// Runs the gathered embedding requests of several jobs on the inference pool, as runs of
 /// texts of similar lengths (a run is padded to its longest text).
-struct EmbedBatch {
-    embedder: Arc<Embedder>,
+struct EmbedBatch<E> {
+    model: Arc<E>,
     inference: Inference,
 }
 
@@ -279,17 +404,17 @@ enum EmbedError {
     Model(#[from] anyhow::Error),
 }
 
-impl Execute for EmbedBatch {
+impl<E: Embed> Execute for EmbedBatch<E> {
     type Request = Vec<String>;
     type Response = Vec<Embedding>;
     type Error = EmbedError;
 
     async fn execute(&self, requests: &[Vec<String>]) -> Result<Vec<Vec<Embedding>>, EmbedError> {
         let texts: Vec<String> = requests.iter().flatten().cloned().collect();
-        let embedder = self.embedder.clone();
+        let model = self.model.clone();
         let mut embeddings = self
             .inference
-            .run(move || embed_runs(&embedder, texts))
+            .run(move || embed_runs(&*model, texts))
             .await??
             .into_iter();
         Ok(requests
@@ -300,13 +425,13 @@ impl Execute for EmbedBatch {
 }
 
 /// The embeddings of `texts` in order, computed in runs of texts of similar lengths.
-fn embed_runs(embedder: &Embedder, texts: Vec<String>) -> anyhow::Result<Vec<Embedding>> {
+fn embed_runs(model: &impl Embed, texts: Vec<String>) -> anyhow::Result<Vec<Embedding>> {
     let mut order: Vec<usize> = (0..texts.len()).collect();
     order.sort_by_key(|&i| texts[i].len());
     let mut result: Vec<Embedding> = vec![Embedding::default(); texts.len()];
     for run in runs(&order, |i| texts[i].len()) {
         let batch: Vec<String> = run.iter().map(|&i| texts[i].clone()).collect();
-        for (&i, embedding) in run.iter().zip(embedder.embed(&batch)?) {
+        for (&i, embedding) in run.iter().zip(model.embed_run(&batch)?) {
             result[i] = embedding;
         }
     }
@@ -350,6 +475,7 @@ mod tests {
         TextScores {
             categories: vec![("harassment", 0.1), ("violence", violence)],
             custom: vec![("competitors".to_owned(), competitors)],
+            language: Some("en"),
         }
     }
 
@@ -362,6 +488,7 @@ mod tests {
         assert_eq!(verdict.scores["harassment"], 0.1);
         assert_eq!(verdict.scores["custom.competitors"], 0.8);
         assert!(!verdict.custom["competitors"]);
+        assert_eq!(verdict.language.as_deref(), Some("en"));
     }
 
     #[tokio::test]
@@ -432,6 +559,90 @@ mod tests {
         assert_eq!(threat[2].0, "violence");
         assert!(threat[2].1 > 0.8, "{threat:?}");
         assert!(idiom.iter().all(|(_, s)| *s < 0.3), "{idiom:?}");
+    }
+
+    #[tokio::test]
+    #[ignore = "needs the prepared models: TEST_MODEL_DIR"]
+    async fn text_model_scores_other_languages_with_their_language_and_leaves_uncovered_ones_to_the_lists(
+    ) {
+        let dir = std::env::var_os("TEST_MODEL_DIR").expect("TEST_MODEL_DIR");
+        let model =
+            TextModel::load_dir(Path::new(&dir), Inference::new(2), DEFAULT_THRESHOLD).unwrap();
+        let gambling = Policy {
+            custom: vec![CustomCategory {
+                name: "gambling".to_owned(),
+                description: "Promotion of gambling: casinos, sports betting, poker and slot \
+                              machines."
+                    .to_owned(),
+                keywords: vec!["casino".to_owned(), "betting".to_owned()],
+            }],
+            ..Policy::default()
+        };
+        let judge = |text: &'static str| {
+            let (model, policy) = (&model, &gambling);
+            async move {
+                let content = TextContent {
+                    text,
+                    messages: None,
+                };
+                model.scores(content, policy).await.unwrap()
+            }
+        };
+
+        let threats = [
+            (
+                "es",
+                "Sé dónde vives y a qué hora sales del trabajo. Mañana te voy a matar, te lo juro.",
+            ),
+            (
+                "de",
+                "Ich warte nach der Arbeit auf dich, dann schlag ich dich tot.",
+            ),
+            ("ja", "次に会ったら、お前をぶっ殺してやる。"),
+        ];
+        let ordinary = [
+            (
+                "fr",
+                "Est-ce que tu peux passer chercher le pain en rentrant ?",
+            ),
+            ("ru", "Давай встретимся в субботу у кинотеатра в шесть."),
+        ];
+        let promotion = judge(
+            "Juega al póker y a las tragaperras en nuestra web de apuestas \
+                               deportivas y gana dinero.",
+        )
+        .await;
+        let amharic = judge("ሰላም ነው? ዛሬ ስራ በጣም ብዙ ነበር፣ ነገ እንገናኝ።").await;
+
+        let flagged = |scores: &TextScores| {
+            scores
+                .categories
+                .iter()
+                .any(|(_, s)| *s >= DEFAULT_THRESHOLD)
+        };
+        for (language, text) in threats {
+            let scores = judge(text).await;
+            assert_eq!(scores.language, Some(language), "{text}");
+            let violence = scores.categories.iter().find(|(n, _)| *n == "violence");
+            assert!(
+                violence.is_some_and(|(_, s)| *s >= DEFAULT_THRESHOLD),
+                "{scores:?}"
+            );
+        }
+        for (language, text) in ordinary {
+            let scores = judge(text).await;
+            assert_eq!(scores.language, Some(language), "{text}");
+            assert!(!flagged(&scores), "{scores:?}");
+            assert_eq!(scores.categories.len(), 5);
+        }
+        assert_eq!(promotion.language, Some("es"));
+        assert!(promotion.custom[0].1 >= CUSTOM_THRESHOLD, "{promotion:?}");
+        assert_eq!(amharic.language, Some("am"));
+        assert!(
+            amharic.categories.is_empty() && amharic.custom.is_empty(),
+            "{amharic:?}"
+        );
+        assert!(verdict(&amharic, &gambling).scores.is_empty());
     }
 
     #[test]

@@ -35,6 +35,23 @@ async fn judge_prompt(app: &TestApp, key: &TestKey, text: &str) -> Value {
     app.finished_job(key, job).await
 }
 
+/// The custom category `gambling`, described in English, with two keywords.
+async fn create_gambling_category(app: &TestApp, key: &TestKey) {
+    let created = app
+        .client
+        .request(Method::POST, app.url("/api/v1/custom-categories"))
+        .bearer_auth(&key.key)
+        .json(&json!({
+            "name": "gambling",
+            "description": "Promotion of gambling: casinos, sports betting, poker and slot machines.",
+            "keywords": ["casino", "betting"],
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+}
+
 fn assert_passed(body: &Value) {
     assert_eq!(body["status"], "completed", "{body}");
     assert_eq!(body["is_prohibited"], false, "{body}");
@@ -107,19 +124,7 @@ async fn a_chat_whose_last_message_is_harmful_is_rejected() {
 #[ignore = "needs the prepared models: TEST_MODEL_DIR"]
 async fn a_custom_category_is_judged_by_meaning_without_its_keywords() {
     let (app, key, _worker) = model_fleet().await;
-    let created = app
-        .client
-        .request(Method::POST, app.url("/api/v1/custom-categories"))
-        .bearer_auth(&key.key)
-        .json(&json!({
-            "name": "gambling",
-            "description": "Promotion of gambling: casinos, sports betting, poker and slot machines.",
-            "keywords": ["casino", "betting"],
-        }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), 201);
+    create_gambling_category(&app, &key).await;
 
     let on_topic = judge_prompt(
         &app,
@@ -144,7 +149,77 @@ async fn a_custom_category_is_judged_by_meaning_without_its_keywords() {
 
 #[tokio::test]
 #[ignore = "needs the prepared models: TEST_MODEL_DIR"]
-async fn the_worker_binary_reports_both_text_models_loaded() {
+async fn threats_in_other_languages_are_rejected_and_their_ordinary_messages_pass() {
+    let (app, key, _worker) = model_fleet().await;
+
+    let spanish = judge_prompt(
+        &app,
+        &key,
+        "Cuando te vea por la calle te voy a matar a golpes.",
+    )
+    .await;
+    let korean = judge_prompt(&app, &key, "너 내일 학교 끝나고 보자. 죽여버릴 거야.").await;
+    let german = judge_prompt(
+        &app,
+        &key,
+        "Kannst du morgen die Kinder vom Kindergarten abholen?",
+    )
+    .await;
+    let thai = judge_prompt(&app, &key, "พรุ่งนี้เราไปกินข้าวที่ร้านเดิมกันไหม").await;
+
+    for body in [&spanish, &korean] {
+        assert_eq!(body["is_prohibited"], true, "{body}");
+        let scores = body["scores"]
+            .as_object()
+            .expect("the job carries its scores");
+        assert!(
+            scores.values().any(|s| s.as_f64().unwrap() >= 0.5),
+            "{body}"
+        );
+    }
+    assert_passed(&german);
+    assert_passed(&thai);
+}
+
+#[tokio::test]
+#[ignore = "needs the prepared models: TEST_MODEL_DIR"]
+async fn a_custom_category_described_in_english_catches_a_spanish_text_by_meaning() {
+    let (app, key, _worker) = model_fleet().await;
+    create_gambling_category(&app, &key).await;
+
+    let promotion = judge_prompt(
+        &app,
+        &key,
+        "Apuestas deportivas, póker y máquinas tragamonedas: regístrate hoy y recibe un bono.",
+    )
+    .await;
+    let unrelated = judge_prompt(&app, &key, "Mañana vamos al cine con mis primos.").await;
+
+    assert_eq!(promotion["is_prohibited"], true, "{promotion}");
+    assert_eq!(
+        promotion["categories"]["custom"]["gambling"], true,
+        "{promotion}"
+    );
+    assert_passed(&unrelated);
+}
+
+#[tokio::test]
+#[ignore = "needs the prepared models: TEST_MODEL_DIR"]
+async fn text_in_an_uncovered_script_is_judged_by_the_lists_and_completes() {
+    let (app, key, _worker) = model_fleet().await;
+
+    let amharic = judge_prompt(&app, &key, "ሰላም ነው? ዛሬ ስራ በጣም ብዙ ነበር፣ ነገ እንገናኝ።").await;
+
+    assert_passed(&amharic);
+    let scored = amharic["scores"]
+        .as_object()
+        .is_some_and(|scores| !scores.is_empty());
+    assert!(!scored, "no model judged it: {amharic}");
+}
+
+#[tokio::test]
+#[ignore = "needs the prepared models: TEST_MODEL_DIR"]
+async fn the_worker_binary_reports_every_text_model_loaded() {
     let app = spawn_app().await;
     let dir = model_dir();
     let port = unused_port();
@@ -173,7 +248,7 @@ async fn the_worker_binary_reports_both_text_models_loaded() {
     )
     .await;
 
-    for model in ["text_toxicity", "text_embedding"] {
+    for model in ["text_toxicity", "text_embedding", "text_multilingual"] {
         let line = format!("classifier_model_loaded{{model=\"{model}\"}} 1");
         assert!(metrics.contains(&line), "{line} missing in:\n{metrics}");
     }

@@ -1,6 +1,7 @@
-//! The speech tier (`models::whisper`): the worker's built-in Whisper on clips spoken by
-//! `espeak-ng` and made by `sox` (Debian packages), in the library and through a real worker
-//! binary, whose log, job rows and Redis keys must never hold what was said.
+//! The speech tier (`models::whisper`): the worker's built-in Whisper (base, multilingual, the
+//! default; tiny.en where named) on clips spoken by `espeak-ng` and made by `sox` (Debian
+//! packages), in the library and through a real worker binary, whose log, job rows and Redis
+//! keys must never hold what was said.
 //!
 //!     TEST_MODEL_DIR=... cargo test -p moderation-tests --test it -- --ignored models::whisper
 
@@ -18,20 +19,37 @@ use moderation_tests::{
     worker::{model_dir, WorkerProcess},
     TestApp, TestKey,
 };
-use moderation_worker::models::whisper::Whisper;
+use moderation_worker::{
+    classify::{Policy, TextContent},
+    models::{
+        text::{TextModel, DEFAULT_THRESHOLD},
+        whisper::{SpeechModel, Whisper},
+        Inference,
+    },
+};
 use reqwest::multipart::Form;
 use serde_json::Value;
 use uuid::Uuid;
 
 const THREAT: &str = "I will kill you. I know where you live.";
 const GREETING: &str = "Good morning everyone, welcome to the garden party.";
-/// Words of the two sentences that appear nowhere else (no log message, column or key).
-const SPOKEN_WORDS: [&str; 5] = ["kill", "where you live", "garden", "party", "welcome"];
+/// A German threat, for the privacy scan with a language other than English.
+const GERMAN_THREAT: &str = "Ich werde dich finden und dich umbringen. Ich weiß, wo du wohnst.";
+/// Words of the sentences that appear nowhere else (no log message, column or key).
+const SPOKEN_WORDS: [&str; 7] = [
+    "kill",
+    "where you live",
+    "garden",
+    "party",
+    "welcome",
+    "umbringen",
+    "finden",
+];
 
-/// The model, loaded once for the library tests.
+/// The default model (base), loaded once for the library tests.
 fn whisper() -> &'static Whisper {
     static MODEL: OnceLock<Whisper> = OnceLock::new();
-    MODEL.get_or_init(|| Whisper::load(&model_dir()).expect("load Whisper"))
+    MODEL.get_or_init(|| Whisper::load(&model_dir(), SpeechModel::Base).expect("load Whisper"))
 }
 
 /// A scratch directory of this test's own.
@@ -43,9 +61,14 @@ fn scratch() -> PathBuf {
 
 /// `text` spoken by espeak-ng, as a WAV file's bytes (22.05 kHz: the worker resamples).
 fn speak(text: &str) -> Vec<u8> {
+    speak_in("en", text)
+}
+
+/// `text` spoken by espeak-ng's `voice`.
+fn speak_in(voice: &str, text: &str) -> Vec<u8> {
     let path = scratch().join("speech.wav");
     let status = Command::new("espeak-ng")
-        .arg("-w")
+        .args(["-v", voice, "-w"])
         .arg(&path)
         .arg(text)
         .status()
@@ -94,6 +117,64 @@ fn whisper_hears_the_words_of_a_spoken_sentence() {
         text.contains("good morning") && text.contains("garden party"),
         "{text}"
     );
+}
+
+#[test]
+#[ignore = "the model tier: needs scripts/models"]
+fn tiny_en_still_transcribes_english_for_deployments_that_choose_it() {
+    let tiny = Whisper::load(&model_dir(), SpeechModel::TinyEn).unwrap();
+
+    let transcript = tiny.transcribe(speak(GREETING)).unwrap();
+
+    assert!(
+        transcript.text().to_lowercase().contains("garden party"),
+        "{}",
+        transcript.text()
+    );
+    assert_eq!(transcript.language(), Some("en"));
+}
+
+#[tokio::test]
+#[ignore = "the model tier: needs scripts/models"]
+async fn spoken_threats_are_rejected_and_greetings_pass_in_english_german_and_spanish() {
+    let text = TextModel::load_dir(&model_dir(), Inference::new(2), DEFAULT_THRESHOLD).unwrap();
+    // Sentences espeak-ng speaks clearly enough for Whisper base; in other languages its
+    // voices are often heard as another language (docs/models-audio.md).
+    let clips = [
+        ("en", "en", true, THREAT),
+        ("en", "en", false, GREETING),
+        ("de", "de", true, GERMAN_THREAT),
+        (
+            "de",
+            "de",
+            false,
+            "Guten Morgen zusammen, willkommen zum Gartenfest.",
+        ),
+        ("es", "es", true, "Te voy a matar. Sé dónde vives."),
+        (
+            "es",
+            "es",
+            false,
+            "Buenos días a todos, bienvenidos a la fiesta del jardín.",
+        ),
+    ];
+
+    for (voice, language, harmful, sentence) in clips {
+        let transcript = whisper().transcribe(speak_in(voice, sentence)).unwrap();
+        let content = TextContent {
+            text: transcript.text(),
+            messages: None,
+        };
+        let scores = text.scores(content, &Policy::default()).await.unwrap();
+        // Under the default policy a category at the default threshold or above rejects.
+        let rejected = scores
+            .categories
+            .iter()
+            .any(|(_, score)| *score >= DEFAULT_THRESHOLD);
+
+        assert_eq!(transcript.language(), Some(language), "{sentence}");
+        assert_eq!(rejected, harmful, "{sentence}: {scores:?}");
+    }
 }
 
 #[test]
@@ -237,6 +318,7 @@ async fn a_spoken_threat_is_rejected_a_greeting_and_music_pass_and_no_spoken_wor
     let threat = media.add("one.wav", speak(THREAT), "audio/wav");
     let greeting = media.add("two.wav", speak(GREETING), "audio/wav");
     let tune = media.add("three.wav", music(), "audio/wav");
+    let german = media.add("four.wav", speak_in("de", GERMAN_THREAT), "audio/wav");
     let dir = model_dir();
     let worker = WorkerProcess::spawn_logged(
         &app,
@@ -253,12 +335,15 @@ async fn a_spoken_threat_is_rejected_a_greeting_and_music_pass_and_no_spoken_wor
     let (threat_job, threat) = judge(&app, &key, &threat).await;
     let (greeting_job, greeting) = judge(&app, &key, &greeting).await;
     let (tune_job, tune) = judge(&app, &key, &tune).await;
+    let (german_job, german) = judge(&app, &key, &german).await;
 
-    assert_eq!(
-        (threat["status"].as_str(), threat["is_prohibited"].as_bool()),
-        (Some("completed"), Some(true)),
-        "{threat}"
-    );
+    for body in [&threat, &german] {
+        assert_eq!(
+            (body["status"].as_str(), body["is_prohibited"].as_bool()),
+            (Some("completed"), Some(true)),
+            "{body}"
+        );
+    }
     assert!(
         threat["reason"].as_str().unwrap().contains("violence"),
         "{threat}"
@@ -272,10 +357,10 @@ async fn a_spoken_threat_is_rejected_a_greeting_and_music_pass_and_no_spoken_wor
     }
     let mut kept = worker.log();
     assert!(kept.contains("Worker started"), "the log was captured");
-    for job in [threat_job, greeting_job, tune_job] {
+    for job in [threat_job, greeting_job, tune_job, german_job] {
         kept.push_str(&rows_of(&app, job).await);
     }
-    for body in [&threat, &greeting, &tune] {
+    for body in [&threat, &greeting, &tune, &german] {
         kept.push_str(&body.to_string());
     }
     kept.push_str(&redis_dump(&app).await);

@@ -14,6 +14,11 @@ use super::{embed::DIM, prototypes};
 /// The weights compiled into the worker.
 pub const WEIGHTS: &str = include_str!("head.json");
 
+/// The multilingual head's weights (over the multilingual encoder's embedding and margins,
+/// no middle layer, no profanity term), written by
+/// `worker/examples/train_multilingual_head.rs`.
+pub const MULTILINGUAL_WEIGHTS: &str = include_str!("multilingual_head.json");
+
 /// The head's weights, as the trainer writes them.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HeadFile {
@@ -61,19 +66,32 @@ pub enum HeadError {
 }
 
 impl Head {
-    /// The head compiled into the worker.
+    /// The English head compiled into the worker (over MiniLM's two embeddings).
     pub fn compiled() -> Result<Self, HeadError> {
         Self::parse(WEIGHTS)
     }
 
-    /// A head from the trainer's JSON, checked against the categories and the embedding size.
+    /// The multilingual head compiled into the worker (over the multilingual encoder's
+    /// embedding of `dim` values).
+    pub fn multilingual(dim: usize) -> Result<Self, HeadError> {
+        Self::with_sizes(serde_json::from_str(MULTILINGUAL_WEIGHTS)?, dim, 0)
+    }
+
+    /// An English head from the trainer's JSON, checked against the categories and the
+    /// embedding size.
     pub fn parse(json: &str) -> Result<Self, HeadError> {
         let file: HeadFile = serde_json::from_str(json)?;
         Self::from_file(file)
     }
 
-    /// A head from weights, checked against the categories and the embedding size.
+    /// An English head from weights, checked against the categories and the embedding size.
     pub fn from_file(file: HeadFile) -> Result<Self, HeadError> {
+        Self::with_sizes(file, DIM, DIM)
+    }
+
+    /// A head from weights whose embedding has `embedding` values and whose middle layer
+    /// `middle` (0: none), checked against the categories and those sizes.
+    pub fn with_sizes(file: HeadFile, embedding: usize, middle: usize) -> Result<Self, HeadError> {
         let n = prototypes::CATEGORIES.len();
         if file.categories.len() != n {
             return Err(HeadError::Shape(format!(
@@ -90,12 +108,12 @@ impl Head {
                 )));
             }
             if weights.margins.len() != n
-                || weights.embedding.len() != DIM
-                || weights.middle.len() != DIM
+                || weights.embedding.len() != embedding
+                || weights.middle.len() != middle
             {
                 return Err(HeadError::Shape(format!(
                     "{name}: {} margin, {} embedding and {} middle weights, expected {n}, \
-                     {DIM} and {DIM}",
+                     {embedding} and {middle}",
                     weights.margins.len(),
                     weights.embedding.len(),
                     weights.middle.len()

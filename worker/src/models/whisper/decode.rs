@@ -1,4 +1,8 @@
-//! Greedy decoding of one window: English, no timestamps, at most [`MAX_TOKENS`] tokens.
+//! Greedy decoding of one window: no timestamps, at most [`MAX_TOKENS`] tokens. An English-only
+//! model is prompted `<|startoftranscript|><|notimestamps|>`; a multilingual one first reads
+//! the language from the start token's prediction (the likeliest language token: Whisper's
+//! own language detection), unless the clip's language is already known from an earlier
+//! window, and is then prompted `<|startoftranscript|><|lang|><|transcribe|><|notimestamps|>`.
 
 use anyhow::Context;
 use candle_core::{Device, Tensor};
@@ -10,10 +14,29 @@ use super::{decoder::Decoder, encoder::Encoder, LOGPROB_THRESHOLD, NO_SPEECH_THR
 /// The most tokens decoded in a window: half the decoder's context, as OpenAI's `sample_len`.
 pub const MAX_TOKENS: usize = 224;
 
+/// Whisper's language codes, in the order of its language tokens (`<|en|>` is the first).
+/// Most are ISO 639-1; `haw` (Hawaiian) has no such code and `jw` is Javanese's old one.
+pub const LANGUAGES: [&str; 100] = [
+    "en", "zh", "de", "es", "ru", "ko", "fr", "ja", "pt", "tr", "pl", "ca", "nl", "ar", "sv", "it",
+    "id", "hi", "fi", "vi", "he", "uk", "el", "ms", "cs", "ro", "da", "hu", "ta", "no", "th", "ur",
+    "hr", "bg", "lt", "la", "mi", "ml", "cy", "sk", "te", "fa", "lv", "bn", "sr", "az", "sl", "kn",
+    "et", "mk", "br", "eu", "is", "hy", "ne", "mn", "bs", "kk", "sq", "sw", "gl", "mr", "pa", "si",
+    "km", "sn", "yo", "so", "af", "oc", "ka", "be", "tg", "sd", "gu", "am", "yi", "lo", "uz", "fo",
+    "ht", "ps", "tk", "nn", "mt", "sa", "lb", "my", "bo", "tl", "mg", "as", "tt", "haw", "ln",
+    "ha", "ba", "jw", "su", "yue",
+];
+
+/// The vocabulary of a multilingual Whisper, at least.
+const MULTILINGUAL_VOCAB: usize = 51_865;
+
 /// The special tokens decoding needs, and the tokens it never picks.
 pub struct Tokens {
     start: u32,
     no_timestamps: u32,
+    /// A multilingual model's language tokens with their codes, and its `<|transcribe|>`;
+    /// none for an English-only model.
+    languages: Vec<(u32, &'static str)>,
+    transcribe: Option<u32>,
     end: u32,
     no_speech: u32,
     /// 0 or minus infinity per vocabulary entry: the config's suppressed tokens and every
@@ -55,9 +78,28 @@ impl Tokens {
                 *logit = f32::NEG_INFINITY;
             }
         }
+        // OpenAI's rule: an English-only model has 51,864 tokens, a multilingual one more (the
+        // English-only tokenizers list the language tokens too).
+        let known = if config.vocab_size >= MULTILINGUAL_VOCAB {
+            &LANGUAGES[..]
+        } else {
+            &[]
+        };
+        let languages: Vec<(u32, &'static str)> = known
+            .iter()
+            .filter_map(|code| Some((tokenizer.token_to_id(&format!("<|{code}|>"))?, *code)))
+            .filter(|(id, _)| (*id as usize) < config.vocab_size)
+            .collect();
+        let transcribe = if languages.is_empty() {
+            None
+        } else {
+            Some(id(m::TRANSCRIBE_TOKEN)?)
+        };
         Ok(Self {
             start,
             no_timestamps: id(m::NO_TIMESTAMPS_TOKEN)?,
+            languages,
+            transcribe,
             end,
             no_speech,
             suppress,
@@ -66,9 +108,19 @@ impl Tokens {
     }
 }
 
+impl Tokens {
+    /// Whether the model knows more languages than English.
+    pub fn multilingual(&self) -> bool {
+        !self.languages.is_empty()
+    }
+}
+
 /// What the decoder made of one window.
 #[derive(Debug)]
 pub struct Window {
+    /// The language the window was transcribed in (a multilingual model's: detected here or
+    /// given), `None` for an English-only model.
+    pub language: Option<&'static str>,
     /// The text tokens, without the special ones.
     pub tokens: Vec<u32>,
     /// The probability of the no-speech token at the start.
@@ -87,13 +139,15 @@ impl Window {
 }
 
 /// Decodes the log-mel spectrogram `mel` (80 x 3000) greedily, of which the encoder reads the
-/// first `frames`.
+/// first `frames`; a multilingual model in `language` when it is known, else in the language
+/// it detects.
 pub fn greedy(
     encoder: &Encoder,
     decoder: &Decoder,
     tokens: &Tokens,
     mel: Vec<f32>,
     frames: usize,
+    language: Option<&'static str>,
 ) -> candle_core::Result<Window> {
     let bins = mel.len() / m::N_FRAMES;
     let mel = Tensor::from_vec(mel, (1, bins, m::N_FRAMES), &Device::Cpu)?
@@ -101,14 +155,30 @@ pub fn greedy(
         .contiguous()?;
     let audio = encoder.forward(&mel)?;
     let mut cache = decoder.cache(&audio)?;
-    let prompt = [tokens.start, tokens.no_timestamps];
-    let logits = decoder.forward(&prompt, &mut cache)?;
-    // The no-speech probability is read where the start token predicts what follows it.
-    let no_speech = log_softmax(&logits.get(0)?.to_vec1::<f32>()?)[tokens.no_speech as usize].exp();
-    let mut last = logits.get(prompt.len() - 1)?.to_vec1::<f32>()?;
+    // The start token's prediction: the no-speech probability and, for a multilingual model,
+    // the language.
+    let first = decoder
+        .forward(&[tokens.start], &mut cache)?
+        .get(0)?
+        .to_vec1::<f32>()?;
+    let no_speech = log_softmax(&first)[tokens.no_speech as usize].exp();
+    let (language, rest) = match tokens.transcribe {
+        Some(transcribe) => {
+            let (id, code) = match language.and_then(|l| tokens.languages.iter().find(|t| t.1 == l))
+            {
+                Some(&known) => known,
+                None => detect_language(&first, &tokens.languages),
+            };
+            (Some(code), vec![id, transcribe, tokens.no_timestamps])
+        }
+        None => (None, vec![tokens.no_timestamps]),
+    };
+    let prompt_len = 1 + rest.len();
+    let logits = decoder.forward(&rest, &mut cache)?;
+    let mut last = logits.get(rest.len() - 1)?.to_vec1::<f32>()?;
     let mut text = Vec::new();
     let mut sum_logprob = 0.0f32;
-    let limit = MAX_TOKENS.min(decoder.max_len() - prompt.len());
+    let limit = MAX_TOKENS.min(decoder.max_len() - prompt_len);
     for step in 0..limit {
         let mask = if step == 0 {
             &tokens.suppress_first
@@ -131,10 +201,29 @@ pub fn greedy(
     }
     let picked = text.len() + usize::from(text.len() < limit);
     Ok(Window {
+        language,
         tokens: text,
         no_speech,
         avg_logprob: sum_logprob / picked.max(1) as f32,
     })
+}
+
+/// The likeliest of `languages` (token, code) by the start token's `logits`; the first
+/// (English) when there are none to compare.
+fn detect_language(logits: &[f32], languages: &[(u32, &'static str)]) -> (u32, &'static str) {
+    languages
+        .iter()
+        .copied()
+        .max_by(|a, b| {
+            let score = |id: u32| {
+                logits
+                    .get(id as usize)
+                    .copied()
+                    .unwrap_or(f32::NEG_INFINITY)
+            };
+            score(a.0).total_cmp(&score(b.0))
+        })
+        .unwrap_or((0, "en"))
 }
 
 fn argmax(values: &[f32]) -> usize {
@@ -166,8 +255,30 @@ mod tests {
         assert_eq!(argmax(&logprobs), 3);
     }
 
+    #[test]
+    fn the_likeliest_language_token_is_the_detected_language() {
+        let languages = [(10, "en"), (11, "de"), (12, "es")];
+        let mut logits = vec![0.0f32; 20];
+        logits[11] = 3.0;
+        logits[12] = 2.5;
+        logits[5] = 9.0;
+
+        assert_eq!(detect_language(&logits, &languages), (11, "de"));
+        assert_eq!(detect_language(&logits, &[]), (0, "en"));
+    }
+
+    #[test]
+    fn whispers_language_codes_are_its_hundred_and_unique() {
+        let mut codes = LANGUAGES.to_vec();
+        codes.sort_unstable();
+        codes.dedup();
+        assert_eq!(codes.len(), 100);
+        assert_eq!(LANGUAGES[..3], ["en", "zh", "de"]);
+    }
+
     fn window(tokens: &[u32], no_speech: f32, avg_logprob: f32) -> Window {
         Window {
+            language: None,
             tokens: tokens.to_vec(),
             no_speech,
             avg_logprob,
