@@ -20,6 +20,7 @@ use crate::{
     failure::Failure,
     fetch::MediaFetcher,
     models::{
+        language,
         nsfw::{self, NsfwModel},
         set::ModelSet,
         text::TextModel,
@@ -217,6 +218,20 @@ impl Checks {
     /// `local` when it is loaded) for what they let through. The model server's reason is
     /// scrubbed of quotations and blocklisted terms.
     pub async fn check_text(
+        &self,
+        content: TextContent<'_>,
+        policy: &AccountPolicy,
+    ) -> Result<Verdict, Failure> {
+        let mut verdict = self.judge_text(content, policy).await?;
+        // The job reports its language whatever judged it (a list, the models, a provider).
+        if verdict.language.is_none() {
+            verdict.language = language::of_content(content).language.map(str::to_owned);
+        }
+        Ok(verdict)
+    }
+
+    /// [`Self::check_text`]'s verdict, before its language is filled in.
+    async fn judge_text(
         &self,
         content: TextContent<'_>,
         policy: &AccountPolicy,

@@ -71,7 +71,12 @@ pub async fn classify(
                 text: transcript.text(),
                 messages: None,
             };
-            checks.check_text(content, &policy).await
+            let mut verdict = checks.check_text(content, &policy).await?;
+            // The language Whisper heard, when it knows it; else the transcript's.
+            if let Some(heard) = transcript.language() {
+                verdict.language = Some(heard.to_owned());
+            }
+            Ok(verdict)
         }
         (Modality::Text, _) => Err(Failure::permanent(
             FailureCode::Internal,

@@ -111,6 +111,10 @@ async fn an_image_in_the_global_bank_is_rejected_with_its_category() {
         json!({"ai_adult_general": false, "underage": true, "nsfw": false})
     );
     assert_eq!(fleet.app.deliveries_of(job).await, 1);
+    assert!(
+        hit.get("language").is_none(),
+        "images have no language: {hit}"
+    );
     assert_eq!(clean["is_prohibited"], false);
     assert_eq!(
         clean["categories"],

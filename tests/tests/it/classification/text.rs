@@ -225,3 +225,33 @@ async fn a_job_delivered_twice_completes_once_with_one_delivery() {
     assert_eq!(again["attempts"], first["attempts"]);
     assert_eq!(app.deliveries_of(job).await, 1);
 }
+
+#[tokio::test]
+async fn a_text_job_reports_its_language_whatever_judged_it_and_the_webhook_does_not() {
+    let (app, key, _worker) = text_fleet().await;
+
+    let spanish = verdict(
+        &app,
+        &key,
+        "Mañana vamos a la playa con los niños y después cenamos en casa de mis padres.",
+    )
+    .await;
+    let threat = submit_text(
+        &app,
+        &key,
+        "I will kill you tomorrow when you walk home from work, and nobody will help you.",
+    )
+    .await;
+    let listed = app.finished_job(&key, threat).await;
+    let unknown = verdict(&app, &key, "12345 678 90").await;
+
+    assert_eq!(spanish["language"], "es", "{spanish}");
+    assert_eq!(listed["is_prohibited"], true);
+    assert_eq!(
+        listed["language"], "en",
+        "a list hit still reports the language: {listed}"
+    );
+    assert_eq!(unknown["language"], Value::Null, "{unknown}");
+    assert!(unknown.as_object().unwrap().contains_key("language"));
+    assert!(delivered_body(&app, threat).await.get("language").is_none());
+}
