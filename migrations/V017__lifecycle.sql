@@ -54,23 +54,26 @@ END
 $$;
 
 -- Moves `name` over to a table partitioned by range of `key`, keeping its columns, defaults,
--- NOT NULL and CHECK constraints: partitions for every month its rows' ids fall in and for
--- the current month and the next two, then every row. Indexes and keys are made afterwards.
+-- NOT NULL and CHECK constraints: partitions for every month its rows' ids fall in (only those:
+-- months without rows get none) and for the current month and the next two, then every row.
+-- Indexes and keys are made afterwards.
 CREATE FUNCTION partition_by_month(name text, key text) RETURNS void
     LANGUAGE plpgsql AS $$
 DECLARE
-    oldest timestamptz;
     month timestamptz;
 BEGIN
     EXECUTE format('ALTER TABLE %I RENAME TO %I', name, name || '_unpartitioned');
     EXECUTE format(
         'CREATE TABLE %I (LIKE %I INCLUDING DEFAULTS INCLUDING CONSTRAINTS) PARTITION BY RANGE (%I)',
         name, name || '_unpartitioned', key);
-    -- The oldest id's month (UUIDv7: its first 48 bits are milliseconds since the epoch).
-    EXECUTE format(
-        'SELECT to_timestamp((''x'' || replace(%I::text, ''-'', ''''))::bit(48)::bigint / 1000.0) FROM %I ORDER BY %I LIMIT 1',
-        key, name || '_unpartitioned', key) INTO oldest;
-    month := date_trunc('month', coalesce(least(oldest, now()), now()), 'UTC');
+    -- The months of the ids (UUIDv7: their first 48 bits are milliseconds since the epoch).
+    FOR month IN EXECUTE format(
+        'SELECT DISTINCT date_trunc(''month'', to_timestamp((''x'' || replace(%I::text, ''-'', ''''))::bit(48)::bigint / 1000.0), ''UTC'') FROM %I',
+        key, name || '_unpartitioned')
+    LOOP
+        PERFORM make_month_partition(name, month);
+    END LOOP;
+    month := date_trunc('month', now(), 'UTC');
     WHILE month <= now() + interval '2 months' LOOP
         PERFORM make_month_partition(name, month);
         month := month + interval '1 month';

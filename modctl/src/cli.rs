@@ -2,6 +2,8 @@
 
 use anyhow::{anyhow, Context};
 use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::instant::parse_rfc3339;
 use moderation_shared::{
     config::DatabaseSettings,
     db::{self, accounts, api_keys, audit_events::Actor, GenericClient, Pool},
@@ -51,6 +53,11 @@ enum Command {
     },
     /// An account's audit log as JSON lines, newest first.
     Audit(crate::audit::AuditArgs),
+    /// The data lifecycle: time partitions, retention and content erasure.
+    Lifecycle {
+        #[command(subcommand)]
+        command: crate::lifecycle::LifecycleCommand,
+    },
 }
 
 /// What a command prints: one JSON value, or JSON lines.
@@ -147,11 +154,6 @@ impl From<Switch> for bool {
     }
 }
 
-fn parse_rfc3339(s: &str) -> Result<OffsetDateTime, String> {
-    OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
-        .map_err(|e| format!("expected an RFC 3339 date-time: {e}"))
-}
-
 /// Runs a command and returns its JSON output.
 pub async fn run(cli: Cli) -> anyhow::Result<Output> {
     let pool = connect()?;
@@ -172,6 +174,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Output> {
         Command::Hashbank { command } => crate::hashbank::run(pool, command).await?,
         Command::User { command } => crate::user::run(pool, command).await?,
         Command::Audit(args) => return crate::audit::run(pool, args).await.map(Output::Lines),
+        Command::Lifecycle { command } => crate::lifecycle::run(pool, command).await?,
     };
     Ok(Output::One(one))
 }

@@ -5,6 +5,8 @@
 mod audit;
 mod cli;
 mod hashbank;
+mod instant;
+mod lifecycle;
 mod registry;
 mod user;
 

@@ -23,6 +23,7 @@ pub mod receiver;
 pub mod registry;
 pub mod review;
 pub mod scores;
+pub mod traces;
 pub mod worker;
 
 use std::{sync::Once, time::Duration};
@@ -81,6 +82,12 @@ pub struct TestDatabase {
 impl TestDatabase {
     /// Creates and migrates a new database.
     pub async fn create() -> Self {
+        Self::create_at(None).await
+    }
+
+    /// Creates a new database migrated up to `version` (every migration when `None`): an
+    /// upgrade test starts from the schema as it was.
+    pub async fn create_at(version: Option<i32>) -> Self {
         let name = format!("mt_{}", Uuid::new_v4().simple());
         let admin = DatabaseSettings::new(format!("{}/postgres", postgres_base_url()));
         let admin_pool = db::pool(&admin).expect("admin pool");
@@ -94,7 +101,11 @@ impl TestDatabase {
             ..DatabaseSettings::new(format!("{}/{name}", postgres_base_url()))
         };
         let pool = db::pool(&settings).expect("pool");
-        db::migrate(&pool).await.expect("migrate test database");
+        match version {
+            Some(version) => db::migrate_to(&pool, version).await,
+            None => db::migrate(&pool).await,
+        }
+        .expect("migrate test database");
         Self {
             name,
             settings,

@@ -33,3 +33,68 @@ pub async fn full_reads(client: &Object, plan: &str) -> Vec<String> {
         .map(|row| row.get(0))
         .collect()
 }
+
+/// Reads of one partition so far: sequential scans and index scans.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reads {
+    /// Sequential scans.
+    pub seq: i64,
+    /// Index scans.
+    pub idx: i64,
+}
+
+/// The reads of every partition of `table` (`<table>_yYYYYmMM`) so far, from the cumulative
+/// statistics, after this connection's own pending counts are flushed: call it on the
+/// connection that ran the statement under test, before and after, and compare with
+/// [`read_between`].
+pub async fn partition_reads(
+    client: &Object,
+    table: &str,
+) -> std::collections::BTreeMap<String, Reads> {
+    // The flush happens once the backend is idle, after this statement.
+    client
+        .batch_execute("SELECT pg_stat_force_next_flush()")
+        .await
+        .expect("ask for a flush of the statistics");
+    client
+        .batch_execute("SET stats_fetch_consistency = none")
+        .await
+        .expect("read the statistics as they are");
+    client
+        .query(
+            "SELECT relname, seq_scan, coalesce(idx_scan, 0) FROM pg_stat_user_tables \
+             WHERE relname LIKE $1 || '\\_y%' ORDER BY relname",
+            &[&table],
+        )
+        .await
+        .expect("read the tables' statistics")
+        .iter()
+        .map(|row| {
+            (
+                row.get(0),
+                Reads {
+                    seq: row.get(1),
+                    idx: row.get(2),
+                },
+            )
+        })
+        .collect()
+}
+
+/// The partitions read between two [`partition_reads`], with how.
+pub fn read_between(
+    before: &std::collections::BTreeMap<String, Reads>,
+    after: &std::collections::BTreeMap<String, Reads>,
+) -> Vec<(String, Reads)> {
+    after
+        .iter()
+        .filter_map(|(name, now)| {
+            let was = before.get(name).copied().unwrap_or_default();
+            let read = Reads {
+                seq: now.seq - was.seq,
+                idx: now.idx - was.idx,
+            };
+            (read != Reads::default()).then(|| (name.clone(), read))
+        })
+        .collect()
+}

@@ -4,8 +4,8 @@
 //! Each modality gets one apalis worker on a [`StreamBackend`], with the modality's
 //! concurrency, all under one apalis `Monitor` that stops them gracefully. The relay (with the
 //! rescue of jobs whose lease ran out) and the renewal of the leases of jobs in progress run
-//! beside them for the same modalities, and the purge of expired idempotency keys
-//! ([`key_purge`]) for all jobs.
+//! beside them for the same modalities, the purge of expired idempotency keys
+//! ([`key_purge`]) for all jobs, and the data lifecycle (one process of the fleet at a time).
 
 use std::{
     future::Future,
@@ -20,6 +20,7 @@ use apalis::layers::WorkerBuilderExt;
 use apalis_core::{monitor::Monitor, worker::builder::WorkerBuilder, worker::event::Event};
 use moderation_shared::{
     db::{self, Pool},
+    lifecycle::Lifecycle,
     queue::{relay::Relay, JobQueue, StreamBackend},
     redis_conn::RedisConn,
     runtime::{self, MetricsListener, StartupError},
@@ -40,6 +41,7 @@ mod settings;
 
 pub use settings::{
     ClassifierSettings, Concurrency, ModelSettings, WorkerSettings, DEFAULT_CONCURRENCY,
+    LIFECYCLE_INTERVAL,
 };
 
 use checks::Checks;
@@ -148,6 +150,8 @@ impl Worker {
             () = relay.run_until_stopped() => {}
             () = leases.run_until_stopped(self.pool.clone(), self.settings.queue.lease) => {}
             () = key_purge::run_until_stopped(self.pool.clone()) => {}
+            () = Lifecycle::new(self.pool.clone(), self.settings.retention, LIFECYCLE_INTERVAL)
+                .run_until_stopped() => {}
             () = runtime::watch_dependencies(self.pool, self.redis, Duration::from_secs(5)) => {}
         }
         recorded.abort();

@@ -8,6 +8,7 @@ use moderation_shared::{
         DatabaseSettings, RedisSettings,
     },
     domain::Modality,
+    lifecycle::Retention,
     policy::PolicyDefaults,
     queue::QueueSettings,
     url_guard::UrlGuard,
@@ -80,7 +81,13 @@ pub struct WorkerSettings {
     /// `APP_TEXT_THRESHOLD` and `APP_NSFW_THRESHOLD`: the service defaults a new account's
     /// policy version 1 holds; here they decide only for an account without versions.
     pub policy_defaults: PolicyDefaults,
+    /// `APP_RETENTION_DAYS` and `APP_CONTENT_RETENTION_DAYS`: what the lifecycle keeps (one
+    /// worker process at a time runs it, every [`LIFECYCLE_INTERVAL`]).
+    pub retention: Retention,
 }
+
+/// How often the lifecycle runs (partitions ahead, expired ones dropped, old content erased).
+pub const LIFECYCLE_INTERVAL: Duration = Duration::from_secs(60 * 60);
 
 /// `APP_MODEL_DIR` and `APP_LOCAL_MODELS` (contract 10).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,6 +173,7 @@ impl WorkerSettings {
             classifier,
             models: ModelSettings::from_env()?,
             policy_defaults: PolicyDefaults::from_env()?,
+            retention: Retention::from_env()?,
         })
     }
 
@@ -190,6 +198,7 @@ impl WorkerSettings {
                 speech: SpeechModel::default(),
             },
             policy_defaults: PolicyDefaults::default(),
+            retention: Retention::default(),
         }
     }
 }

@@ -146,10 +146,21 @@ fn build_pool(
 
 /// Applies every pending migration in `migrations/`. Returns the versions applied.
 pub async fn migrate(pool: &Pool) -> Result<Vec<i32>, DbError> {
+    migrate_until(pool, refinery::Target::Latest).await
+}
+
+/// Applies the pending migrations up to and including `version` (an upgrade test starts from
+/// the schema as it was). Returns the versions applied.
+pub async fn migrate_to(pool: &Pool, version: i32) -> Result<Vec<i32>, DbError> {
+    migrate_until(pool, refinery::Target::Version(version)).await
+}
+
+async fn migrate_until(pool: &Pool, target: refinery::Target) -> Result<Vec<i32>, DbError> {
     let mut conn = pool.get().await?;
     let client: &mut tokio_postgres::Client = &mut conn;
     let report = embedded::migrations::runner()
         .set_abort_divergent(true)
+        .set_target(target)
         .run_async(client)
         .await?;
     Ok(report

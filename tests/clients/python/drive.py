@@ -30,7 +30,14 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from moderation_client import AuthenticatedClient, Client
 from moderation_client.api.account import me, usage_volume
 from moderation_client.api.audit import list_audit_events
-from moderation_client.api.jobs import export_jobs, get_job, get_progress, job_decisions, list_jobs
+from moderation_client.api.jobs import (
+    erase_job_content,
+    export_jobs,
+    get_job,
+    get_progress,
+    job_decisions,
+    list_jobs,
+)
 from moderation_client.api.operations import health, metrics, openapi_json
 from moderation_client.api.policies import (
     add_blocklist_terms,
@@ -132,6 +139,7 @@ SCOPES = {
     "registry:submit",
     "review:decide",
     "job:appeal",
+    "job:erase",
 }
 SUFFIX = secrets.token_hex(4)
 BLOCKED = f"zorbleflax{SUFFIX}"
@@ -644,6 +652,25 @@ def main():
         )
         state["review_verified"] = len(received)
 
+    def erasure():
+        before, _ = tally.call(get_job, 200, id=jobs["chat"])
+        tally.call(erase_job_content, 204, id=jobs["chat"])
+        tally.call(erase_job_content, 204, id=jobs["chat"])
+        after, _ = tally.call(get_job, 200, id=jobs["chat"])
+        check(
+            (after.status, after.is_prohibited) == (before.status, before.is_prohibited),
+            "the decision stays",
+        )
+        today = datetime.date.today()
+        text, _ = tally.call(
+            export_jobs,
+            200,
+            from_=str(today - datetime.timedelta(days=1)),
+            to=str(today + datetime.timedelta(days=2)),
+        )
+        rows = {uuid.UUID(r["job_id"]): r for r in csv.DictReader(io.StringIO(text.lstrip("\ufeff")))}
+        check(rows[jobs["chat"]]["prompt"] == "", "the erased chat's prompt is empty")
+
     def cleanup_settings():
         tally.call(delete_custom_category, 204, id=state["category"])
         listed, _ = tally.call(list_custom_categories, 200)
@@ -666,6 +693,7 @@ def main():
         ("registry", registry),
         ("policy versions and the audit log", policy_versions),
         ("review and appeals", review_and_appeal),
+        ("content erasure", erasure),
         ("clean-up", cleanup_settings),
     ]:
         tally.current = None

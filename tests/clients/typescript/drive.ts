@@ -31,7 +31,7 @@ const MEDIA_URL = env("MEDIA_URL");
 const SCOPES = [
   "moderate:prompt", "moderate:chat", "moderate:image", "moderate:video", "moderate:audio",
   "job:read", "usage:read", "webhook:manage", "settings:manage", "registry:check",
-  "registry:submit", "review:decide", "job:appeal",
+  "registry:submit", "review:decide", "job:appeal", "job:erase",
 ];
 const SUFFIX = randomBytes(4).toString("hex");
 const BLOCKED = `zorbleflax${SUFFIX}`;
@@ -493,6 +493,22 @@ async function main(): Promise<number> {
     state.reviewVerified = received.length;
   };
 
+  const erasure = async () => {
+    const id = jobs.get("chat")!;
+    const before = answer(await api.GET("/api/v1/job/{id}", { params: { path: { id } } }), 200);
+    answer(await api.DELETE("/api/v1/job/{id}/content", { params: { path: { id } } }), 204);
+    answer(await api.DELETE("/api/v1/job/{id}/content", { params: { path: { id } } }), 204);
+    const after = answer(await api.GET("/api/v1/job/{id}", { params: { path: { id } } }), 200);
+    check(
+      after.status === before.status && after.is_prohibited === before.is_prohibited,
+      "the decision stays",
+    );
+    const day = (offset: number) => new Date(Date.now() + offset * 86_400_000).toISOString().slice(0, 10);
+    const csv = answer(await api.GET("/api/v1/jobs/export", { params: { query: { from: day(-1), to: day(2) } }, parseAs: "text" }), 200);
+    const rows = new Map(parseCsv(csv).map((r) => [r.job_id, r]));
+    check(rows.get(id)?.prompt === "", "the erased chat's prompt is empty");
+  };
+
   const cleanup = async () => {
     answer(await api.DELETE("/api/v1/custom-categories/{id}", { params: { path: { id: state.category! } } }), 204);
     const listed = answer(await api.GET("/api/v1/custom-categories"), 200);
@@ -516,6 +532,7 @@ async function main(): Promise<number> {
     ["registry", registry],
     ["policy versions and the audit log", policyVersions],
     ["review and appeals", reviewAndAppeal],
+    ["content erasure", erasure],
     ["clean-up", cleanup],
   ];
   for (const [title, body] of steps) {

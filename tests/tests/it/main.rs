@@ -12,6 +12,7 @@ mod classification;
 mod dashboard;
 mod dispatcher;
 mod fetch;
+mod lifecycle;
 mod metrics;
 mod modctl;
 mod model_server;

@@ -1,0 +1,243 @@
+//! Every query that reads by id, or by account and time, reads one or few partitions: counted
+//! from Postgres's own statistics of each partition, around the real statements (a job read,
+//! the job listing, an export window, the worker's claim and finish, the dispatcher's claim).
+
+use std::time::Duration as StdDuration;
+
+use moderation_shared::{
+    clock,
+    db::{
+        deliveries::{self, Lane},
+        job_reports,
+        jobs::{self, ClaimRequest, JobResult, NewJob},
+    },
+    domain::{AccountId, ClaimToken, FailureCode, JobId, JobStage, JobStatus, Modality},
+    outcome::JobOutcome,
+};
+use moderation_tests::{
+    fixtures::{ensure_partitions, JobRow},
+    plans::{partition_reads, read_between},
+    spawn_app, TestApp,
+};
+use time::{Duration, OffsetDateTime};
+use uuid::Uuid;
+
+/// Thirteen months of jobs of `account` (one in the middle of each month), each month's
+/// partitions made: the shape of a year of history.
+async fn a_year_of_jobs(app: &TestApp, account: AccountId) -> Vec<(OffsetDateTime, Uuid)> {
+    let now = clock::now();
+    let mut made = Vec::new();
+    let mut month = now.replace_day(1).unwrap();
+    for _ in 0..13 {
+        let at = month.replace_day(15).unwrap().min(now);
+        // The first of the month before.
+        month = (month - Duration::days(1)).replace_day(1).unwrap();
+        ensure_partitions(&app.db.pool, at).await;
+        let job = JobRow::new(account, "text", "history", at).completed(at, false, None);
+        job.insert(&app.db.pool).await;
+        made.push((at, job.id));
+    }
+    // Another account's jobs and delivered webhooks, two thousand a month: partitions the size
+    // that makes Postgres plan as it does in production (a tiny table is read whole).
+    let other = app.create_account().await;
+    let client = app.db.pool.get().await.unwrap();
+    for (at, _) in &made {
+        client
+            .execute(
+                "WITH j AS (INSERT INTO jobs (id, account_id, type, status, stage, content, \
+                                             is_prohibited, created_at, updated_at, completed_at) \
+                            SELECT uuid_v7(t), $1, 'text', 'completed', 'done', 'x', false, t, t, t \
+                            FROM generate_series(1, 2000) AS n, \
+                                 LATERAL (SELECT $2::timestamptz - n * interval '1 second') AS a(t) \
+                            RETURNING id, created_at) \
+                 INSERT INTO deliveries (id, job_id, account_id, target_url, body, state, \
+                                         attempts, schedule_attempts, created_at, finished_at) \
+                 SELECT uuid_v7(created_at), id, $1, 'https://hooks.example.com/x', '\\x7b7d', \
+                        'delivered', 1, 1, created_at, created_at FROM j",
+                &[&other.0, at],
+            )
+            .await
+            .unwrap();
+    }
+    client.batch_execute("ANALYZE").await.unwrap();
+    made
+}
+
+/// The name of the partition of `table` holding `at`.
+fn partition(table: &str, at: OffsetDateTime) -> String {
+    format!("{table}_y{:04}m{:02}", at.year(), u8::from(at.month()))
+}
+
+fn names(read: &[(String, moderation_tests::plans::Reads)]) -> Vec<&str> {
+    read.iter().map(|(name, _)| name.as_str()).collect()
+}
+
+#[tokio::test]
+async fn a_job_read_and_an_export_window_read_the_one_partition_of_their_time() {
+    let app = spawn_app().await;
+    let account = app.create_account().await;
+    let history = a_year_of_jobs(&app, account).await;
+    let client = app.db.pool.get().await.unwrap();
+
+    let (at, id) = history[3];
+    let before = partition_reads(&client, "jobs").await;
+    let job = jobs::get(&client, account, JobId(id), Uuid::nil())
+        .await
+        .unwrap();
+    let after = partition_reads(&client, "jobs").await;
+    assert!(job.is_some());
+    let read = read_between(&before, &after);
+    assert_eq!(names(&read), [partition("jobs", at)], "{read:?}");
+
+    let before = partition_reads(&client, "jobs").await;
+    let rows = job_reports::export_rows(
+        &client,
+        account,
+        at - Duration::hours(12),
+        at + Duration::hours(12),
+        Uuid::nil(),
+    )
+    .await
+    .unwrap();
+    let mut rows = std::pin::pin!(rows);
+    let mut exported = 0;
+    while let Some(row) = futures_util::StreamExt::next(&mut rows).await {
+        row.unwrap();
+        exported += 1;
+    }
+    let after = partition_reads(&client, "jobs").await;
+    assert_eq!(exported, 1);
+    let read = read_between(&before, &after);
+    assert_eq!(names(&read), [partition("jobs", at)], "{read:?}");
+}
+
+#[tokio::test]
+async fn the_job_listing_reads_no_partition_below_the_retention_floor() {
+    let app = spawn_app().await;
+    let account = app.create_account().await;
+    let history = a_year_of_jobs(&app, account).await;
+    let client = app.db.pool.get().await.unwrap();
+    // A retention floor four months back: the nine older months are never read.
+    let floor = moderation_shared::domain::id_floor(history[4].0 - Duration::days(1));
+
+    let before = partition_reads(&client, "jobs").await;
+    let page = jobs::list(&client, account, &[JobStatus::Completed], None, 100, floor)
+        .await
+        .unwrap();
+    let after = partition_reads(&client, "jobs").await;
+
+    assert_eq!(page.len(), 5);
+    let read = read_between(&before, &after);
+    for (at, _) in &history[5..] {
+        assert!(
+            !names(&read).contains(&partition("jobs", *at).as_str()),
+            "{read:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_workers_claim_and_finish_read_the_one_partition_of_the_job() {
+    let app = spawn_app().await;
+    let account = app.create_account().await;
+    a_year_of_jobs(&app, account).await;
+    let job = JobId::new();
+    let client = app.db.pool.get().await.unwrap();
+    let raw: &tokio_postgres::Client = &client;
+    jobs::insert_many(
+        raw,
+        &[NewJob {
+            id: job,
+            account_id: account,
+            api_key_id: None,
+            modality: Modality::Text,
+            content: "claimed".to_owned(),
+            messages: None,
+            webhook_url: None,
+            idempotency: None,
+        }],
+    )
+    .await
+    .unwrap();
+    let current = partition("jobs", clock::now());
+
+    let before = partition_reads(&client, "jobs").await;
+    let token = ClaimToken::new();
+    let claims = jobs::claim_many(
+        raw,
+        &[ClaimRequest {
+            id: job,
+            token,
+            redelivery: false,
+            first_stage: JobStage::Classifying,
+        }],
+        3,
+        StdDuration::from_secs(60),
+    )
+    .await
+    .unwrap();
+    let after = partition_reads(&client, "jobs").await;
+    assert!(
+        matches!(claims[..], [jobs::Claim::Claimed(_)]),
+        "{claims:?}"
+    );
+    let read = read_between(&before, &after);
+    assert_eq!(names(&read), [current.as_str()], "claim: {read:?}");
+
+    let before = partition_reads(&client, "jobs").await;
+    let finished = jobs::finish_many(
+        raw,
+        &[JobResult {
+            id: job,
+            token,
+            stamp: None,
+            outcome: JobOutcome::Failed {
+                code: FailureCode::Internal,
+                message: "a test".to_owned(),
+            },
+        }],
+    )
+    .await
+    .unwrap();
+    let after = partition_reads(&client, "jobs").await;
+    assert_eq!(finished.len(), 1);
+    let read = read_between(&before, &after);
+    assert_eq!(names(&read), [current.as_str()], "finish: {read:?}");
+}
+
+#[tokio::test]
+async fn the_dispatchers_claim_reads_partitions_by_their_due_index_only() {
+    let app = spawn_app().await;
+    let account = app.create_account().await;
+    a_year_of_jobs(&app, account).await;
+    let due = app
+        .make_delivery(account, "https://hooks.example.com/x", b"{}")
+        .await;
+
+    let client = app.db.pool.get().await.unwrap();
+    let before = partition_reads(&client, "deliveries").await;
+    let claimed =
+        deliveries::claim_due(&client, Lane::Scheduled, 32, StdDuration::from_secs(60), 12)
+            .await
+            .unwrap();
+    let after = partition_reads(&client, "deliveries").await;
+
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].id.0, due);
+    let read = read_between(&before, &after);
+    let sequential: Vec<String> = read
+        .iter()
+        .filter(|(_, r)| r.seq > 0)
+        .map(|(name, _)| name.clone())
+        .collect();
+    // Only the empty partitions ahead are read whole (a read of nothing).
+    let holding: i64 = client
+        .query_one(
+            "SELECT count(*) FROM pg_class WHERE relname = ANY($1) AND reltuples > 0",
+            &[&sequential],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(holding, 0, "{read:?}");
+}
