@@ -37,10 +37,11 @@ for i in 1 2 3; do
 done
 
 log "Inserting $JOBS jobs and their deliveries"
+bench_partitions "$db" "'2026-08-01 00:00:00+00'"
 psql "$db" -q <<SQL
 INSERT INTO jobs (id, account_id, type, status, stage, content, is_prohibited, reason,
                   categories, error_code, error_message, created_at, updated_at, completed_at)
-SELECT gen_random_uuid(), '$org',
+SELECT uuid_v7(t.ts), '$org',
        (ARRAY['text', 'image', 'video', 'audio'])[1 + i % 4],
        s.status,
        CASE s.status WHEN 'completed' THEN 'done' WHEN 'failed' THEN 'failed' ELSE s.status END,
@@ -61,7 +62,7 @@ FROM generate_series(1, $JOBS) AS i,
 INSERT INTO deliveries (id, job_id, account_id, target_url, body, state, attempts,
                         schedule_attempts, scheduled_at, next_attempt_at, created_at,
                         updated_at, finished_at, last_status_code)
-SELECT gen_random_uuid(), j.id, j.account_id, 'https://hooks.example.com/moderation',
+SELECT uuid_v7(j.completed_at), j.id, j.account_id, 'https://hooks.example.com/moderation',
        '\x7b7d'::bytea, d.state, d.attempts, d.attempts, j.completed_at, NULL, j.completed_at,
        j.completed_at, j.completed_at + interval '1 s', d.code
 FROM (SELECT *, row_number() OVER (ORDER BY created_at) AS n FROM jobs

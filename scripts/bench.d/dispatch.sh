@@ -27,10 +27,10 @@ insert_deliveries() {
 TRUNCATE delivery_attempts, deliveries;
 DELETE FROM jobs;
 INSERT INTO jobs (id, account_id, type, status, stage, content, is_prohibited, completed_at)
-SELECT gen_random_uuid(), '$org', 'text', 'completed', 'done', 'bench', false, now()
+SELECT uuid_v7(), '$org', 'text', 'completed', 'done', 'bench', false, now()
 FROM generate_series(1, $COUNT);
 INSERT INTO deliveries (id, job_id, account_id, target_url, body, scheduled_at, next_attempt_at)
-SELECT gen_random_uuid(), id, account_id, '$RECEIVER_URL/hook',
+SELECT uuid_v7(), id, account_id, '$RECEIVER_URL/hook',
        convert_to('{"job_id":"' || id || '","status":"completed","is_prohibited":false}', 'UTF8'),
        due, due
 FROM (SELECT id, account_id,
@@ -90,17 +90,17 @@ psql "$DB" -q <<SQL
 TRUNCATE delivery_attempts, deliveries;
 DELETE FROM jobs;
 INSERT INTO jobs (id, account_id, type, status, stage, content, is_prohibited, completed_at)
-SELECT gen_random_uuid(), '$victim', 'text', 'completed', 'done', 'bench', false, now()
+SELECT uuid_v7(), '$victim', 'text', 'completed', 'done', 'bench', false, now()
 FROM generate_series(1, $RECOVERED);
 INSERT INTO deliveries (id, job_id, account_id, target_url, body, state, attempts,
                         schedule_attempts, scheduled_at, created_at, finished_at)
-SELECT gen_random_uuid(), id, account_id, '$RECEIVER_URL/hook',
+SELECT uuid_v7(), id, account_id, '$RECEIVER_URL/hook',
        convert_to('{"job_id":"' || id || '","status":"completed","is_prohibited":false}', 'UTF8'),
        'abandoned', 12, 12, now(), now() - interval '10 minutes', now() - interval '1 minute'
 FROM jobs;
 -- The other account's deliveries, due from 1 s from now at 500/s.
 INSERT INTO jobs (id, account_id, type, status, stage, content, is_prohibited, completed_at)
-SELECT gen_random_uuid(), '$org', 'text', 'completed', 'done', 'bench', false, now()
+SELECT uuid_v7(), '$org', 'text', 'completed', 'done', 'bench', false, now()
 FROM generate_series(1, 5000);
 ANALYZE jobs;
 ANALYZE deliveries;
@@ -108,7 +108,7 @@ SQL
 since=$(date -u -d '-1 hour' +%Y-%m-%dT%H:%M:%SZ)
 psql "$DB" -q <<SQL
 INSERT INTO deliveries (id, job_id, account_id, target_url, body, scheduled_at, next_attempt_at)
-SELECT gen_random_uuid(), id, account_id, '$RECEIVER_URL/hook', convert_to('{}', 'UTF8'), due, due
+SELECT uuid_v7(), id, account_id, '$RECEIVER_URL/hook', convert_to('{}', 'UTF8'), due, due
 FROM (SELECT id, account_id,
              clock_timestamp() + make_interval(secs => 1 + (row_number() OVER ()) * 0.002) AS due
       FROM jobs WHERE account_id = '$org') j;
@@ -137,15 +137,18 @@ SQL
 # 4. The delivery log's plans with 1,000,000 deliveries (the recovered account's 100,000
 #    among them): every page from an index.
 log "Delivery log plans at 1,000,000 deliveries"
+bench_partitions "$DB" "now() - interval '31 days'"
 psql "$DB" -q <<SQL
 INSERT INTO jobs (id, account_id, type, status, stage, content, is_prohibited, completed_at)
-SELECT gen_random_uuid(), '$org', 'text', 'completed', 'done', 'bench', false, now()
+SELECT uuid_v7(), '$org', 'text', 'completed', 'done', 'bench', false, now()
 FROM generate_series(1, 1000000 - (SELECT count(*) FROM deliveries));
 INSERT INTO deliveries (id, job_id, account_id, target_url, body, state, attempts,
                         schedule_attempts, created_at, finished_at)
-SELECT gen_random_uuid(), j.id, j.account_id, 'https://example.com/', '\x00', 'delivered', 1, 1,
-       now() - random() * interval '30 days', now()
-FROM jobs j LEFT JOIN deliveries d ON d.job_id = j.id WHERE d.id IS NULL;
+SELECT uuid_v7(t.at), j.id, j.account_id, 'https://example.com/', '\x00', 'delivered', 1, 1,
+       t.at, now()
+FROM jobs j LEFT JOIN deliveries d ON d.job_id = j.id,
+     LATERAL (SELECT now() - random() * interval '30 days' AS at WHERE j.id IS NOT NULL) AS t
+WHERE d.id IS NULL;
 ANALYZE deliveries;
 ANALYZE delivery_attempts;
 SQL

@@ -12,10 +12,11 @@ export REDIS_URL=$REDIS_BASE_URL
 
 # Inserts $2 completed jobs for account $1 with key $3, created 10 s apart from 2026-01-01.
 insert_jobs() {
+  bench_partitions "$DB" "'2026-01-01 00:00:00+00'"
   psql "$DB" -qc "
     INSERT INTO jobs (id, account_id, api_key_id, type, status, stage, content, is_prohibited,
                       reason, categories, nsfw_checked, created_at, updated_at, completed_at)
-    SELECT gen_random_uuid(), '$1', '$3',
+    SELECT uuid_v7(ts), '$1', '$3',
            CASE WHEN i % 3 = 0 THEN 'image' ELSE 'text' END,
            'completed', 'done',
            CASE WHEN i % 3 = 0 THEN 'https://example.com/media/' || i || '.png'

@@ -37,6 +37,7 @@ insert_scores() {
 }
 
 log "Inserting $JOBS scored jobs of the account and $JOBS of 100 others"
+bench_partitions "$DB" "now() - interval '32 days'"
 others=$(psql "$DB" -qAtc "SELECT string_agg(quote_literal(gen_random_uuid()::text), ',') FROM generate_series(1, 100)")
 insert_scores "'$org'" "$JOBS"
 insert_scores "(ARRAY[$others])[1 + (i % 100)]" "$JOBS"

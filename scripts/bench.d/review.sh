@@ -34,6 +34,7 @@ BASE=http://127.0.0.1:$PORT/api/v1
 org=$("$BIN/modctl" org create --name "bench review" | json_field org_id)
 "$BIN/modctl" org set "$org" --rate-per-minute 100000000 >/dev/null
 log "Inserting $ITEMS completed jobs, each with a pending review item"
+bench_partitions "$DB" "now() - interval '3 days'"
 psql "$DB" -qc "
   WITH made AS (
     SELECT (lpad(to_hex((extract(epoch FROM t) * 1000)::bigint), 12, '0') || '7'

@@ -94,8 +94,8 @@ for n in $(seq 1 "$SLICES"); do
   run_slice plain "$n"
   run_slice keyed "$n"
 done
-accepted=$(psql "$DB" -qAtc "SELECT count(*) FROM jobs WHERE idempotency_key IS NULL")
-keyed_accepted=$(psql "$DB" -qAtc "SELECT count(*) FROM jobs WHERE idempotency_key IS NOT NULL")
+keyed_accepted=$(psql "$DB" -qAtc "SELECT count(*) FROM idempotency_keys")
+accepted=$(( $(psql "$DB" -qAtc "SELECT count(*) FROM jobs") - keyed_accepted ))
 submit_rps=$(python3 -c "print(round($accepted / (${total_us[plain]} / 1e6), 1))")
 keyed_rps=$(python3 -c "print(round($keyed_accepted / (${total_us[keyed]} / 1e6), 1))")
 keyed_ratio=$(python3 -c "print(round($keyed_rps / $submit_rps, 2))")
@@ -105,7 +105,7 @@ api_rss_mb=$(( $(peak_rss_kb "$API") / 1024 ))
 read -r ACCOUNT KEY_ID < <(psql "$DB" -qAtF' ' -c "SELECT account_id, id FROM api_keys LIMIT 1")
 cat > "$WORK/insert.sql" <<SQL
 INSERT INTO jobs (id, account_id, api_key_id, type, content, enqueued_at)
-VALUES (gen_random_uuid(), '$ACCOUNT', '$KEY_ID', 'text', 'Is this a friendly message about the weather today?', now());
+VALUES (uuid_v7(), '$ACCOUNT', '$KEY_ID', 'text', 'Is this a friendly message about the weather today?', now());
 SQL
 log "pgbench: $CONNECTIONS clients, ${DURATION}s"
 pgbench -n -c "$CONNECTIONS" -j 2 -T "$DURATION" -f "$WORK/insert.sql" "$DB" > "$WORK/pgbench.out" 2>&1

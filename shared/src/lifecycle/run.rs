@@ -63,7 +63,7 @@ pub async fn run(
         usage_rows_purged: 0,
     };
     report.partitions_made = partitions::ensure(&client, as_of, MONTHS_AHEAD + 1).await?;
-    report.contents_erased = erase_content(&client, retention.content_floor(as_of)).await?;
+    // Expired partitions go first: their rows' content needs no erasing.
     let all = partitions::list(&client).await?;
     let retained = Duration::days(i64::from(retention.days));
     for partition in partitions::expired(&all, as_of, retained) {
@@ -71,6 +71,12 @@ pub async fn run(
         tracing::info!(partition = %partition.name, "Dropped an expired partition");
         report.partitions_dropped.push(partition.name.clone());
     }
+    report.contents_erased = erase_content(
+        &client,
+        retention.floor(as_of),
+        retention.content_floor(as_of),
+    )
+    .await?;
     report.usage_rows_purged = purge_usage(&client, as_of).await?;
     let ended = client
         .prepare_cached(
@@ -134,11 +140,15 @@ pub async fn status(
     let pending = client
         .prepare_cached(
             "SELECT count(*) FROM jobs, lifecycle_state \
-             WHERE id >= least(content_erased_before, $1) AND id < $1 AND content IS NOT NULL",
+             WHERE id >= greatest(content_erased_before, $2) AND id < $1 \
+               AND content IS NOT NULL",
         )
         .await?;
     let contents_to_erase = client
-        .query_one(&pending, &[&retention.content_floor(as_of)])
+        .query_one(
+            &pending,
+            &[&retention.content_floor(as_of), &retention.floor(as_of)],
+        )
         .await?
         .get(0);
     let last = client
@@ -169,12 +179,22 @@ pub async fn status(
 }
 
 /// Erases, a batch at a time, the content of every job with an id below `floor`, from where
-/// the last run stopped (`lifecycle_state.content_erased_before`); returns how many.
-async fn erase_content(client: &impl GenericClient, floor: Uuid) -> Result<u64, DbError> {
+/// the last run stopped (`lifecycle_state.content_erased_before`) or from the retention floor
+/// `kept`, whichever is later (rows below it are never read again and go with their
+/// partitions); returns how many.
+async fn erase_content(
+    client: &impl GenericClient,
+    kept: Uuid,
+    floor: Uuid,
+) -> Result<u64, DbError> {
     let start = client
         .prepare_cached("SELECT content_erased_before FROM lifecycle_state")
         .await?;
-    let from: Uuid = client.query_one(&start, &[]).await?.get(0);
+    let from: Uuid = client
+        .query_one(&start, &[])
+        .await?
+        .get::<_, Uuid>(0)
+        .max(kept);
     if from >= floor {
         return Ok(0);
     }

@@ -537,7 +537,8 @@ async fn every_page_of_the_log_reads_indexes_only() {
                  SELECT uuid_v7(at), id, $1, 'https://example.com/', '\\x00', \
                         (ARRAY['delivered', 'abandoned', 'undeliverable'])[1 + (random() * 2)::int], \
                         1, 1, at, now() \
-                 FROM made, LATERAL (SELECT now() - random() * interval '30 days') AS t(at)",
+                 FROM made, LATERAL (SELECT now() - random() * interval '30 days' \
+                                     WHERE made.id IS NOT NULL) AS t(at)",
                 &[&account.0],
             )
             .await
