@@ -53,6 +53,8 @@ enum Command {
     },
     /// An account's audit log as JSON lines, newest first.
     Audit(crate::audit::AuditArgs),
+    /// One job: which models (their files' hashes) and which policy version decided it.
+    Job(crate::job::JobArgs),
     /// The data lifecycle: time partitions, retention and content erasure.
     Lifecycle {
         #[command(subcommand)]
@@ -175,6 +177,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Output> {
         Command::User { command } => crate::user::run(pool, command).await?,
         Command::Audit(args) => return crate::audit::run(pool, args).await.map(Output::Lines),
         Command::Lifecycle { command } => crate::lifecycle::run(pool, command).await?,
+        Command::Job(args) => crate::job::run(pool, args).await?,
     };
     Ok(Output::One(one))
 }

@@ -6,6 +6,7 @@ mod audit;
 mod cli;
 mod hashbank;
 mod instant;
+mod job;
 mod lifecycle;
 mod registry;
 mod user;

@@ -9,7 +9,8 @@
 //! how often the detected language was the labelled one. Prints, at the threshold (default the
 //! worker's) and at a sweep of others, the recall per harmful category (any category at or
 //! above the threshold counts; `right` is the share whose highest category is the labelled
-//! one) and the false-positive rates on ordinary and innocent-alarming messages. `--dump`
+//! one) and the false-positive rates on ordinary and innocent-alarming messages, then per
+//! category the recall and precision at a sweep of `block_at` values. `--dump`
 //! writes every segment's measures (for tuning the scorer's constants).
 
 #[path = "common/corpus.rs"]
@@ -123,6 +124,7 @@ async fn main() -> anyhow::Result<()> {
     for step in 6..=18 {
         report(&samples, step as f32 * 0.05, false);
     }
+    per_category(&samples);
     if let Some(file) = dump {
         write_dump(&model, &samples, &file).await?;
     }
@@ -152,6 +154,51 @@ fn by_language(samples: &[Sample], threshold: f32) {
             share(|l| l == "innocent"),
             of.len()
         );
+    }
+}
+
+/// Per category, at a sweep of `block_at` values (what a policy version sets, contract 13):
+/// recall (the category's labelled texts scoring at or above it in that category) and
+/// precision (of the texts scoring at or above it in that category, the share labelled with
+/// it, and the share harmful of any category: a rejection for the wrong harm is still a right
+/// rejection). Precision depends on the corpus's mix of harmful and benign texts.
+fn per_category(samples: &[Sample]) {
+    let mut categories: Vec<&str> = samples
+        .iter()
+        .flat_map(|s| s.scores.iter().map(|(name, _)| *name))
+        .collect();
+    categories.sort_unstable();
+    categories.dedup();
+    println!("\nper category (recall | precision, same category | precision, any harm):");
+    for category in categories {
+        let mut line = format!("  {category}:");
+        for step in [7, 9, 11, 13, 15] {
+            let threshold = step as f32 * 0.05;
+            let hits: Vec<&Sample> = samples
+                .iter()
+                .filter(|s| {
+                    s.scores
+                        .iter()
+                        .any(|(name, score)| *name == category && *score >= threshold)
+                })
+                .collect();
+            let labelled = samples.iter().filter(|s| s.label == category).count();
+            let right = hits.iter().filter(|s| s.label == category).count();
+            let harmful = hits
+                .iter()
+                .filter(|s| !matches!(s.label.as_str(), "ordinary" | "innocent"))
+                .count();
+            let pct = |n: usize, d: usize| 100.0 * n as f64 / d.max(1) as f64;
+            line += &format!(
+                " | {threshold:.2}: {:.0}% {:.0}% {:.0}% ({}/{labelled}, {} hit)",
+                pct(right, labelled),
+                pct(right, hits.len()),
+                pct(harmful, hits.len()),
+                right,
+                hits.len()
+            );
+        }
+        println!("{line}");
     }
 }
 

@@ -104,7 +104,7 @@ async fn modctl_fails_clearly_on_bad_input() {
     let (_, org, _) = modctl(&app, &["org", "create", "--name", "Acme"]);
     let org_id = org["org_id"].as_str().unwrap().to_owned();
 
-    let cases: [&[&str]; 5] = [
+    let cases: [&[&str]; 7] = [
         &[
             "key",
             "create",
@@ -124,6 +124,13 @@ async fn modctl_fails_clearly_on_bad_input() {
         &["key", "create", "--org", &org_id, "--scopes", "no:such"],
         &["key", "disable", "00000000-0000-0000-0000-000000000000"],
         &["org", "terminate", "not-a-uuid"],
+        &[
+            "job",
+            "--org",
+            &org_id,
+            "0193a5b2-0000-7000-8000-000000000000",
+        ],
+        &["job", "--org", &org_id, "not-a-uuid"],
     ];
     for args in cases {
         let (ok, json, stderr) = modctl(&app, args);

@@ -2,5 +2,6 @@
 //! `scripts/models` (`TEST_MODEL_DIR`) and the reference venv (`MODEL_TESTS_PYTHON`).
 
 mod nsfw;
+mod policy;
 mod text;
 mod whisper;

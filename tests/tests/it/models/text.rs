@@ -16,7 +16,7 @@ use moderation_tests::{
 use reqwest::Method;
 use serde_json::{json, Value};
 
-async fn model_fleet() -> (TestApp, TestKey, TestWorker) {
+pub(super) async fn model_fleet() -> (TestApp, TestKey, TestWorker) {
     let app = spawn_app().await;
     let key = app.account_with_key(None).await;
     app.lift_rate_limit(key.account).await;
@@ -30,7 +30,7 @@ async fn model_fleet() -> (TestApp, TestKey, TestWorker) {
     (app, key, worker)
 }
 
-async fn judge_prompt(app: &TestApp, key: &TestKey, text: &str) -> Value {
+pub(super) async fn judge_prompt(app: &TestApp, key: &TestKey, text: &str) -> Value {
     let job = app.submit_prompt(key, text).await;
     app.finished_job(key, job).await
 }
