@@ -8,6 +8,7 @@ use moderation_shared::{
         RedisSettings,
     },
     crypto::SealingKey,
+    endpoint_health::HealthSettings,
     lifecycle::Retention,
     registry::RegistryKey,
     url_guard::UrlGuard,
@@ -63,6 +64,8 @@ pub struct ApiSettings {
     /// `APP_RETENTION_DAYS` and `APP_CONTENT_RETENTION_DAYS`: reads never return a row past
     /// retention.
     pub retention: Retention,
+    /// Endpoint health (contract 17): the `disable_at` the state shows.
+    pub health: HealthSettings,
 }
 
 impl ApiSettings {
@@ -92,6 +95,7 @@ impl ApiSettings {
                 100..=600_000,
             )?,
             retention: Retention::from_env()?,
+            health: HealthSettings::from_env()?,
         })
     }
 
@@ -117,6 +121,7 @@ impl ApiSettings {
             registry_key,
             request_deadline: REQUEST_DEADLINE,
             retention: Retention::default(),
+            health: HealthSettings::default(),
         }
     }
 }

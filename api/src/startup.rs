@@ -69,9 +69,11 @@ impl Application {
             registry_key: settings.registry_key.clone(),
             request_deadline: settings.request_deadline,
             retention: settings.retention,
+            health: settings.health.clone(),
         });
         metrics::gauge!(telemetry::PROCESS_UP, "process" => "api").set(1.0);
         telemetry::zero_api_counters();
+        telemetry::zero_endpoint_counters();
         let port = listener.local_addr()?.port();
         let server = HttpServer::new(move || {
             App::new()
@@ -134,6 +136,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .configure(routes::submissions::configure)
                 .configure(routes::jobs::configure)
                 .configure(routes::webhooks::configure)
+                .configure(routes::endpoint::configure)
                 .configure(routes::deliveries::configure)
                 .configure(routes::export::configure)
                 .configure(routes::usage::configure)

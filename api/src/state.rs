@@ -2,8 +2,8 @@
 
 use metrics_exporter_prometheus::PrometheusHandle;
 use moderation_shared::{
-    clock, crypto::SealingKey, db::Pool, lifecycle::Retention, queue::JobQueue,
-    redis_conn::RedisConn, registry::RegistryKey, url_guard::UrlGuard,
+    clock, crypto::SealingKey, db::Pool, endpoint_health::HealthSettings, lifecycle::Retention,
+    queue::JobQueue, redis_conn::RedisConn, registry::RegistryKey, url_guard::UrlGuard,
 };
 
 use crate::{
@@ -54,6 +54,8 @@ pub struct AppState {
     pub request_deadline: std::time::Duration,
     /// How long jobs are kept: reads never return a row past it.
     pub retention: Retention,
+    /// Endpoint health: the `disable_at` the state shows.
+    pub health: HealthSettings,
 }
 
 impl AppState {

@@ -13,9 +13,17 @@ pub struct Nav {
     pub csrf: String,
     /// The section shown, marked in the bar.
     pub here: &'static str,
+    /// The state of the account's webhook URL while it is not `active` (`failing`,
+    /// `disabled`, `paused`): every page shows a banner.
+    pub webhook_state: Option<&'static str>,
 }
 
 impl Nav {
+    /// Whether the account's webhook URL is `failing` (its deliveries are still sent).
+    pub fn webhook_failing(&self) -> bool {
+        self.webhook_state == Some("failing")
+    }
+
     /// `aria-current` for the link of `section`.
     pub fn current(&self, section: &str) -> &'static str {
         if self.here == section {

@@ -10,8 +10,9 @@ use moderation_shared::{
     db::{
         audit_events::Actor,
         dashboard_users::{self, DashboardUser},
+        endpoints,
     },
-    domain::{AccountId, Scope},
+    domain::{AccountId, EndpointState, Scope},
 };
 
 use crate::{error::DashboardError, nav::Nav, sessions::COOKIE, state::AppState};
@@ -26,6 +27,8 @@ pub struct Session {
     pub csrf: String,
     /// Who is signed in, read afresh.
     pub user: DashboardUser,
+    /// The account's webhook URL state while it is not `active`, read afresh.
+    pub webhook_state: Option<EndpointState>,
 }
 
 impl Session {
@@ -60,6 +63,7 @@ impl Session {
             member: self.user.registry_member,
             csrf: self.csrf.clone(),
             here,
+            webhook_state: self.webhook_state.map(EndpointState::as_str),
         }
     }
 
@@ -102,10 +106,15 @@ impl FromRequest for Session {
                 state.sessions.close(&token).await?;
                 return Err(DashboardError::NotSignedIn);
             };
+            let webhook_state = endpoints::get(&client, user.account_id)
+                .await?
+                .map(|e| e.health.state)
+                .filter(|s| *s != EndpointState::Active);
             Ok(Session {
                 token,
                 csrf: stored.csrf,
                 user,
+                webhook_state,
             })
         })
     }

@@ -4,6 +4,7 @@ use moderation_shared::{
     client_ip::TrustedProxies,
     config::{env_bool, env_or, env_raw, ConfigError, DatabaseSettings, RedisSettings},
     crypto::SealingKey,
+    endpoint_health::HealthSettings,
     lifecycle::Retention,
     limits::LimitSettings,
     registry::RegistryKey,
@@ -38,6 +39,9 @@ pub struct DashboardSettings {
     /// `APP_RETENTION_DAYS` and `APP_CONTENT_RETENTION_DAYS`, as the api reads them: pages
     /// never show a row past retention.
     pub retention: Retention,
+    /// Endpoint health (contract 17), as the api and dispatcher read it: the `disable_at` the
+    /// webhook page shows.
+    pub health: HealthSettings,
 }
 
 impl DashboardSettings {
@@ -58,6 +62,7 @@ impl DashboardSettings {
             encryption_key: SealingKey::from_env()?,
             registry_key: RegistryKey::from_env()?,
             retention: Retention::from_env()?,
+            health: HealthSettings::from_env()?,
         })
     }
 
@@ -80,6 +85,7 @@ impl DashboardSettings {
             encryption_key,
             registry_key,
             retention: Retention::default(),
+            health: HealthSettings::default(),
         }
     }
 }

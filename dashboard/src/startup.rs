@@ -55,9 +55,11 @@ impl Application {
             exports: ExportPermits::default(),
             insecure_cookies: settings.insecure_cookies,
             retention: settings.retention,
+            health: settings.health.clone(),
         });
         metrics::gauge!(telemetry::PROCESS_UP, "process" => "dashboard").set(1.0);
         telemetry::zero_review_counters();
+        telemetry::zero_endpoint_counters();
         let port = listener.local_addr()?.port();
         let server = HttpServer::new(move || {
             App::new()

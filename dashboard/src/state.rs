@@ -44,6 +44,8 @@ pub struct AppState {
     pub insecure_cookies: bool,
     /// How long jobs are kept: pages never show a row past it.
     pub retention: Retention,
+    /// Endpoint health: the `disable_at` the webhook page shows.
+    pub health: moderation_shared::endpoint_health::HealthSettings,
 }
 
 impl AppState {

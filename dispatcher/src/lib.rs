@@ -3,6 +3,7 @@
 //! the next. It never classifies and never answers API requests.
 
 pub mod deliver;
+mod health;
 pub mod listen;
 pub mod schedule;
 pub mod settings;
@@ -14,10 +15,13 @@ use time::OffsetDateTime;
 use moderation_shared::{
     clock,
     db::{
-        self, deliveries,
+        self,
+        audit_events::Actor,
+        deliveries,
         deliveries::{AttemptRecord, Claimed, Lane, NextStep, CHANNEL, RECOVERIES_CHANNEL},
-        review_items, webhooks, Pool,
+        endpoints, review_items, webhooks, Pool,
     },
+    endpoint_health::Attempted,
     queue::{sampler::DepthSampler, JobQueue},
     redis_conn::RedisConn,
     runtime::{MetricsListener, StartupError},
@@ -123,8 +127,10 @@ impl Dispatcher {
     /// [`Dispatched::Empty`].
     pub async fn try_dispatch_due(&self) -> anyhow::Result<Dispatched> {
         while self.core.apply_recoveries().await? > 0 {}
+        health::sweep(&self.core.pool, &self.core.settings.health).await?;
         let mut running = JoinSet::new();
-        let made = self.core.dispatch_due(&mut running).await?;
+        let made = self.core.dispatch_due(&mut running).await?
+            + health::send_notices(&self.core.pool, self.core.notifier()).await?;
         while running.join_next().await.is_some() {}
         Ok(match made {
             0 => Dispatched::Empty,
@@ -137,6 +143,7 @@ impl Dispatcher {
     pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()>) {
         metrics::gauge!(telemetry::PROCESS_UP, "process" => "dispatcher").set(1.0);
         telemetry::zero_dispatcher_counters(self.core.settings.schedule.attempts());
+        telemetry::zero_endpoint_counters();
         let wake = Arc::new(Notify::new());
         let recover_wake = Arc::new(Notify::new());
         let listener = tokio::spawn(listen::notify_on_new(
@@ -164,6 +171,12 @@ impl Dispatcher {
                 tick.tick().await;
                 core.sample_oldest_due().await;
                 core.sample_review().await;
+                if let Err(err) = health::sweep(&core.pool, &core.settings.health).await {
+                    tracing::warn!(error = ?err, "Sweeping endpoint health failed");
+                }
+                if let Err(err) = health::send_notices(&core.pool, core.notifier()).await {
+                    tracing::warn!(error = ?err, "Sending operator notices failed");
+                }
             }
         });
         tokio::pin!(shutdown);
@@ -234,6 +247,16 @@ impl Core {
             }
         }
         Ok(made)
+    }
+
+    /// How operator notices are sent: on the delivery schedule, with the delivery lease.
+    fn notifier(&self) -> health::Notifier<'_> {
+        health::Notifier {
+            operator: self.settings.operator.as_ref(),
+            sender: &self.sender,
+            schedule: &self.settings.schedule,
+            lease: self.settings.attempt_timeout * 2 + LEASE_MARGIN,
+        }
     }
 
     /// Slots free for attempts of `lane`.
@@ -325,10 +348,12 @@ impl Core {
         }
     }
 
-    /// One attempt: sign, send, record, schedule.
+    /// One attempt: sign, send, record, schedule; or, when its account URL is disabled or
+    /// paused, hold the delivery instead.
     async fn attempt(&self, delivery: Claimed) {
-        let secrets = match self.secrets(&delivery).await {
-            Ok(secrets) => secrets,
+        let secrets = match self.prepare(&delivery).await {
+            Ok(Some(secrets)) => secrets,
+            Ok(None) => return,
             Err(err) => {
                 // The lease runs out and the attempt is made again later.
                 tracing::warn!(delivery_id = %delivery.id, error = ?err, "Cannot load signing secrets");
@@ -353,6 +378,21 @@ impl Core {
             )
             .await;
         let ended_at = clock::now();
+        let attempted = match &outcome {
+            Outcome::Acknowledged { .. } => Attempted::Acknowledged,
+            Outcome::Refused { status, .. } => Attempted::Failed {
+                status_code: Some(i32::from(*status)),
+                error: format!("answered {status}"),
+            },
+            Outcome::Failed { error } => Attempted::Failed {
+                status_code: None,
+                error: error.clone(),
+            },
+            Outcome::Undeliverable { reason } => Attempted::Failed {
+                status_code: None,
+                error: reason.to_string(),
+            },
+        };
         let (status_code, error, body, next) = match &outcome {
             Outcome::Acknowledged { status, body } => (
                 Some(i32::from(*status)),
@@ -417,7 +457,10 @@ impl Core {
             started_at,
             duration,
         };
-        if let Err(err) = self.record(&delivery, &record, next).await {
+        if let Err(err) = self
+            .record(&delivery, &record, next, attempted, ended_at)
+            .await
+        {
             tracing::warn!(delivery_id = %delivery.id, error = ?err, "Cannot record an attempt; it will be retried after the lease");
         }
     }
@@ -443,26 +486,68 @@ impl Core {
         }
     }
 
-    async fn secrets(&self, delivery: &Claimed) -> anyhow::Result<Vec<String>> {
+    /// The signing secrets of the delivery's account; `None` when the delivery was held
+    /// instead (a scheduled one to the account's URL while it is disabled or paused: pings and
+    /// resends, asked for by the account, go out whatever the state).
+    async fn prepare(&self, delivery: &Claimed) -> anyhow::Result<Option<Vec<String>>> {
         let client = self.pool.get().await?;
+        if delivery.to_account_url && !delivery.ping && delivery.lane != Lane::Resend {
+            let endpoint = endpoints::get(&client, delivery.account_id).await?;
+            if endpoint.is_some_and(|e| e.url == delivery.target_url && e.health.state.holds()) {
+                if deliveries::hold_claimed(&client, delivery).await? {
+                    tracing::info!(delivery_id = %delivery.id, "Delivery held: its URL is disabled or paused");
+                }
+                return Ok(None);
+            }
+        }
         let secrets =
             webhooks::signing_secrets(&client, &self.settings.encryption_key, delivery.account_id)
                 .await?;
-        Ok(secrets.into_iter().map(|s| s.secret).collect())
+        Ok(Some(secrets.into_iter().map(|s| s.secret).collect()))
     }
 
+    /// Records the attempt and, for one to the account's URL, the URL's health after it (the
+    /// URL's row is locked first, as every change of health does).
     async fn record(
         &self,
         delivery: &Claimed,
         record: &AttemptRecord<'_>,
         next: NextStep,
+        attempted: Attempted,
+        ended_at: OffsetDateTime,
     ) -> anyhow::Result<()> {
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
+        let endpoint = if delivery.to_account_url {
+            endpoints::lock(&tx, delivery.account_id)
+                .await?
+                .filter(|e| e.url == delivery.target_url)
+        } else {
+            None
+        };
         if !deliveries::record_attempt(&tx, delivery, record, next).await? {
             tracing::warn!(delivery_id = %delivery.id, "Another dispatcher took this delivery over");
         }
+        let mut change = None;
+        if let Some(endpoint) = endpoint {
+            let mut after = endpoint.health.clone();
+            let events = after.after_attempt(ended_at, attempted, &self.settings.health);
+            if after != endpoint.health {
+                change = endpoints::save(
+                    &tx,
+                    &endpoint,
+                    &after,
+                    Actor::Operator,
+                    &events,
+                    &self.settings.health,
+                )
+                .await?;
+            }
+        }
         tx.commit().await?;
+        if let Some(change) = change {
+            health::count(delivery.account_id, change);
+        }
         Ok(())
     }
 }

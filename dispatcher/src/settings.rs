@@ -7,9 +7,12 @@ use moderation_shared::{
         env_bool, env_millis, env_or, env_positive, extra_ca_pem_from_env, metrics_addr,
         ConfigError, DatabaseSettings, RedisSettings,
     },
+    config::{env_raw, Secret},
     crypto::SealingKey,
+    endpoint_health::HealthSettings,
     queue::QueueSettings,
-    url_guard::UrlGuard,
+    signing,
+    url_guard::{self, UrlGuard, UrlUse},
 };
 
 use crate::schedule::Schedule;
@@ -61,6 +64,52 @@ pub struct DispatcherSettings {
     /// published as the gauge `review_sla_seconds`, which the `ReviewQueueOverSla` alert
     /// compares the oldest pending item's wait with.
     pub review_sla: Duration,
+    /// When an account's URL is disabled on its own and how long held deliveries are kept
+    /// (`APP_WEBHOOK_AUTO_DISABLE`, `APP_WEBHOOK_DISABLE_AFTER_S`,
+    /// `APP_WEBHOOK_DISABLE_MIN_FAILURES`, `APP_WEBHOOK_HOLD_S`).
+    pub health: HealthSettings,
+    /// `APP_OPERATOR_WEBHOOK_URL` and `APP_OPERATOR_WEBHOOK_SECRET`: where the notices of
+    /// endpoint health go, if anywhere.
+    pub operator: Option<OperatorWebhook>,
+}
+
+/// The operator's webhook: notices of endpoint health, signed as deliveries are.
+#[derive(Debug, Clone)]
+pub struct OperatorWebhook {
+    /// `APP_OPERATOR_WEBHOOK_URL`.
+    pub url: String,
+    /// `APP_OPERATOR_WEBHOOK_SECRET` (`whsec_` and base64).
+    pub secret: Secret<String>,
+}
+
+impl OperatorWebhook {
+    /// Reads `APP_OPERATOR_WEBHOOK_URL` (optional) and, when it is set,
+    /// `APP_OPERATOR_WEBHOOK_SECRET` (required then, in the `whsec_` form).
+    pub fn from_env() -> Result<Option<Self>, ConfigError> {
+        let Some(url) = env_raw("APP_OPERATOR_WEBHOOK_URL")? else {
+            return Ok(None);
+        };
+        let url = url_guard::parse(&url, UrlUse::Webhook)
+            .map_err(|e| ConfigError::new("APP_OPERATOR_WEBHOOK_URL", e.to_string()))?
+            .to_string();
+        let secret = env_raw("APP_OPERATOR_WEBHOOK_SECRET")?.ok_or_else(|| {
+            ConfigError::new(
+                "APP_OPERATOR_WEBHOOK_SECRET",
+                "is required when APP_OPERATOR_WEBHOOK_URL is set",
+            )
+        })?;
+        let secret = secret.trim().to_owned();
+        if !signing::is_valid_secret(&secret) {
+            return Err(ConfigError::new(
+                "APP_OPERATOR_WEBHOOK_SECRET",
+                "must be `whsec_` followed by base64 of at least 16 bytes",
+            ));
+        }
+        Ok(Some(Self {
+            url,
+            secret: Secret::new(secret),
+        }))
+    }
 }
 
 impl DispatcherSettings {
@@ -92,6 +141,8 @@ impl DispatcherSettings {
                 "APP_REVIEW_SLA_S",
                 REVIEW_SLA.as_secs(),
             )?),
+            health: HealthSettings::from_env()?,
+            operator: OperatorWebhook::from_env()?,
         })
     }
 
@@ -116,6 +167,8 @@ impl DispatcherSettings {
             concurrency: CONCURRENCY,
             idle_poll: IDLE_POLL,
             review_sla: REVIEW_SLA,
+            health: HealthSettings::default(),
+            operator: None,
         }
     }
 }

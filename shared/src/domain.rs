@@ -72,8 +72,9 @@ mod policy;
 pub use audit::{AuditAction, UnknownAuditAction};
 pub use chat::{ChatMessage, ChatRole, UnknownChatRole};
 pub use delivery::{
-    DeliveryState, SecretStatus, UnknownDeliveryState, UnknownSecretStatus, UnknownWebhookEvent,
-    WebhookEvent,
+    DeliveryState, DisabledReason, EndpointState, OperatorEvent, SecretStatus,
+    UnknownDeliveryState, UnknownDisabledReason, UnknownEndpointState, UnknownOperatorEvent,
+    UnknownSecretStatus, UnknownWebhookEvent, WebhookEvent,
 };
 pub use idempotency::{
     Idempotency, IdempotencyKey, InvalidIdempotencyKey, RequestFingerprint, IDEMPOTENCY_TTL,

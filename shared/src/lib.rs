@@ -12,6 +12,7 @@ pub mod config;
 pub mod crypto;
 pub mod db;
 pub mod domain;
+pub mod endpoint_health;
 pub mod export;
 pub mod keys;
 pub mod lifecycle;

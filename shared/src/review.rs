@@ -366,7 +366,7 @@ pub async fn decide(
         None => None,
     };
     if !bodies.is_empty() {
-        if let Some(target) = jobs::target(client, job.id).await? {
+        if let Some((target, to_account_url)) = jobs::target(client, job.id).await? {
             for (id, event, body) in bodies {
                 let delivery = NewDelivery {
                     id,
@@ -375,6 +375,7 @@ pub async fn decide(
                     account_id: account,
                     target_url: target.clone(),
                     body,
+                    to_account_url,
                 };
                 deliveries::insert(client, &delivery).await?;
             }

@@ -31,6 +31,11 @@ fn key_bytes(secret: &str) -> Result<Vec<u8>, BadSecret> {
     STANDARD.decode(encoded).map_err(|_| BadSecret)
 }
 
+/// Whether `secret` is a usable signing secret: `whsec_` and the base64 of at least 16 bytes.
+pub fn is_valid_secret(secret: &str) -> bool {
+    key_bytes(secret).is_ok_and(|key| key.len() >= 16)
+}
+
 /// The `v1,<base64>` signature of one message with one secret.
 pub fn sign(secret: &str, msg_id: &str, timestamp: i64, body: &[u8]) -> Result<String, BadSecret> {
     let key = hmac::Key::new(hmac::HMAC_SHA256, &key_bytes(secret)?);

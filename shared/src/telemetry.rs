@@ -71,6 +71,11 @@ const QUIET_AUDIO_DEMUXERS: &str = "symphonia=off";
 /// (`match`, `no_match`).
 pub const REGISTRY_CHECKS_TOTAL: &str = "registry_checks_total";
 
+/// Gauge: accounts' webhook URLs by `state` (`active`, `failing`, `disabled`, `paused`).
+pub const WEBHOOK_ENDPOINTS: &str = "webhook_endpoints";
+/// Changes of accounts' webhook URL states, by the `state` entered.
+pub const WEBHOOK_ENDPOINT_TRANSITIONS_TOTAL: &str = "webhook_endpoint_transitions_total";
+
 /// Gauge: open review items across accounts, by `state` (`pending`, `claimed`).
 pub const REVIEW_ITEMS: &str = "review_items";
 /// Gauge: how long the oldest pending review item has waited (0 when none).
@@ -84,6 +89,11 @@ pub const REVIEW_DECISIONS_TOTAL: &str = "review_decisions_total";
 pub fn count_review_decision(changed: bool) {
     let outcome = if changed { "overturned" } else { "upheld" };
     metrics::counter!(REVIEW_DECISIONS_TOTAL, "outcome" => outcome).increment(1);
+}
+
+/// Counts a change of an account's webhook URL state, by the state entered.
+pub fn count_endpoint_change(entered: crate::domain::EndpointState) {
+    metrics::counter!(WEBHOOK_ENDPOINT_TRANSITIONS_TOTAL, "state" => entered.as_str()).increment(1);
 }
 
 /// The `outcome` values of [`WORKER_JOBS_TOTAL`].
@@ -154,6 +164,14 @@ pub fn zero_dispatcher_counters(attempts: usize) {
     }
     for outcome in WEBHOOK_RESEND_OUTCOMES {
         metrics::counter!(WEBHOOK_ATTEMPTS_TOTAL, "outcome" => outcome, "attempt" => WEBHOOK_RESEND)
+            .increment(0);
+    }
+}
+
+/// Publishes every state of [`WEBHOOK_ENDPOINT_TRANSITIONS_TOTAL`] at zero.
+pub fn zero_endpoint_counters() {
+    for state in crate::domain::EndpointState::ALL {
+        metrics::counter!(WEBHOOK_ENDPOINT_TRANSITIONS_TOTAL, "state" => state.as_str())
             .increment(0);
     }
 }
@@ -300,6 +318,15 @@ fn describe() {
         "Processing jobs whose lease ran out, put back on the queue or failed, by modality."
     );
     describe_gauge!(QUEUE_DEPTH, "Queue entries by modality and state.");
+    describe_gauge!(
+        WEBHOOK_ENDPOINTS,
+        "Accounts' webhook URLs by state (active, failing, disabled, paused)."
+    );
+    describe_counter!(
+        WEBHOOK_ENDPOINT_TRANSITIONS_TOTAL,
+        Unit::Count,
+        "Changes of accounts' webhook URL states, by the state entered."
+    );
     describe_gauge!(
         REVIEW_ITEMS,
         "Open review items across accounts, by state (pending, claimed)."

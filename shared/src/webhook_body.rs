@@ -221,6 +221,17 @@ pub fn appeal_decided_body(decision: &AppealDecision<'_>, delivery_id: DeliveryI
     .unwrap_or_default()
 }
 
+/// The body of a test send (`POST /api/v1/webhook/test`): `{"event": "ping", "delivery_id",
+/// "sent_at"}`.
+pub fn ping_body(delivery_id: DeliveryId, sent_at: OffsetDateTime) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "event": WebhookEvent::Ping.as_str(),
+        "delivery_id": delivery_id,
+        "sent_at": format_millis(sent_at),
+    }))
+    .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

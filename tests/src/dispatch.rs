@@ -67,8 +67,30 @@ impl TestApp {
     }
 
     /// Stores a completed job of `account` and its delivery of `body` to `target`, as a worker
-    /// does when a job completes. Returns the delivery id.
+    /// does when a job completes (as a delivery to the account's URL: held if `target` is that
+    /// URL and it is disabled or paused). Returns the delivery id.
     pub async fn make_delivery(&self, account: AccountId, target: &str, body: &[u8]) -> Uuid {
+        self.store_delivery(account, target, body, true).await
+    }
+
+    /// As [`Self::make_delivery`], for a job with its own `webhook_url` (`target`), which has
+    /// no state.
+    pub async fn make_job_url_delivery(
+        &self,
+        account: AccountId,
+        target: &str,
+        body: &[u8],
+    ) -> Uuid {
+        self.store_delivery(account, target, body, false).await
+    }
+
+    async fn store_delivery(
+        &self,
+        account: AccountId,
+        target: &str,
+        body: &[u8],
+        to_account_url: bool,
+    ) -> Uuid {
         let mut client = self.db.pool.get().await.expect("connect");
         let tx = client.transaction().await.expect("tx");
         let job = JobId::new();
@@ -89,6 +111,7 @@ impl TestApp {
                 account_id: account,
                 target_url: target.to_owned(),
                 body: body.to_vec(),
+                to_account_url,
             }],
         )
         .await

@@ -61,6 +61,11 @@ const BEARER: &str = "api_key";
         routes::webhooks::register,
         routes::webhooks::current,
         routes::webhooks::clear,
+        routes::endpoint::pause,
+        routes::endpoint::resume,
+        routes::endpoint::disable,
+        routes::endpoint::enable,
+        routes::endpoint::test,
         routes::webhooks::list_secrets,
         routes::webhooks::reveal,
         routes::webhooks::rotate,
@@ -102,8 +107,9 @@ const BEARER: &str = "api_key";
     tags(
         (name = "submissions", description = "Submit content; each gives a queued job."),
         (name = "jobs", description = "Read jobs, their progress, and export them as CSV."),
-        (name = "webhooks", description = "The global webhook URL, the signing secrets, and the \
-                                        delivery log with resend and recover."),
+        (name = "webhooks", description = "The global webhook URL and its health (pause, \
+                                        resume, disable, enable, test), the signing secrets, \
+                                        and the delivery log with resend and recover."),
         (name = "account", description = "The caller's key and the account's usage."),
         (name = "registry", description = "The Shared Registry of banned users (members only)."),
         (name = "policies", description = "The account's custom categories and blocklist."),

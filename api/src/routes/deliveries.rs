@@ -45,7 +45,8 @@ pub struct DeliveryView {
     job_id: Option<JobId>,
     /// Where it is sent.
     url: String,
-    /// `pending`, `delivered`, `abandoned` or `undeliverable`.
+    /// `pending`, `held` (its URL is disabled or paused: not attempted), `delivered`,
+    /// `abandoned` or `undeliverable`.
     status: &'static str,
     /// Attempts made or under way, resends and recovered schedules included.
     attempts: i32,
@@ -144,8 +145,8 @@ pub(crate) struct ListQuery {
     /// Only this job's delivery.
     #[param(value_type = Option<Uuid>)]
     job_id: Option<String>,
-    /// Comma-separated states (`pending`, `delivered`, `abandoned`, `undeliverable`); default
-    /// all.
+    /// Comma-separated states (`pending`, `held`, `delivered`, `abandoned`,
+    /// `undeliverable`); default all.
     status: Option<String>,
     /// Only deliveries created at or after this date-time.
     #[param(value_type = Option<String>, format = DateTime)]
@@ -216,8 +217,8 @@ fn parse_states(raw: Option<&str>) -> Result<Vec<DeliveryState>, ApiError> {
     for name in raw.into_iter().flat_map(|r| r.split(',')).map(str::trim) {
         let state = name.parse::<DeliveryState>().map_err(|_| {
             ApiError::InvalidRequest(format!(
-                "unknown status {name:?}: use pending, delivered, abandoned or undeliverable, \
-                 comma-separated"
+                "unknown status {name:?}: use pending, held, delivered, abandoned or \
+                 undeliverable, comma-separated"
             ))
         })?;
         if !states.contains(&state) {
@@ -267,8 +268,8 @@ pub(crate) async fn get(
           another of the same delivery waits or runs joins it.", body = DeliveryView),
         (status = 400, description = "The id is not a UUID.", body = ErrorBody),
         (status = 404, description = "No such delivery of this account.", body = ErrorBody),
-        (status = 409, description = "The delivery is still `pending`: its schedule runs.",
-         body = ErrorBody),
+        (status = 409, description = "The delivery is still `pending` (its schedule runs) or \
+          `held` (its URL is disabled or paused: enable or resume it).", body = ErrorBody),
     ))]
 pub(crate) async fn resend(
     state: web::Data<AppState>,
@@ -282,7 +283,8 @@ pub(crate) async fn resend(
             Ok(HttpResponse::Accepted().json(DeliveryView::from(delivery)))
         }
         Resend::StillPending => Err(ApiError::Conflict(
-            "the delivery is still pending: its schedule runs; resend it once it has ended"
+            "the delivery is still pending (its schedule runs) or held (its URL is disabled or \
+             paused: enable or resume it); resend it once it has ended"
                 .to_owned(),
         )),
         Resend::NotFound => Err(not_found()),

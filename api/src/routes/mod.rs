@@ -10,6 +10,7 @@ pub mod appeals;
 pub mod audit;
 mod cursor;
 pub mod deliveries;
+pub mod endpoint;
 pub mod export;
 pub mod health;
 pub mod jobs;

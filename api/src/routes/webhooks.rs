@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::resource;
+use super::{endpoint::EndpointView, resource};
 use crate::{
     auth::Principal,
     error::{ApiError, ErrorBody},
@@ -68,14 +68,6 @@ pub struct Registered {
     /// When it was set (RFC 3339, milliseconds).
     #[schema(format = DateTime)]
     updated_at: String,
-}
-
-/// The account's global webhook URL.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct CurrentUrl {
-    /// The URL, or `null` when none is set.
-    #[schema(required = true)]
-    url: Option<String>,
 }
 
 /// One signing secret, without its value.
@@ -147,15 +139,15 @@ pub(crate) async fn register(
 }
 
 #[utoipa::path(get, path = "/api/v1/webhook/register", operation_id = "get_webhook", tag = "webhooks", responses(
-    (status = 200, description = "The global URL, or `null`.", body = CurrentUrl),
+    (status = 200, description = "The global URL (or `null`) and its health.", body = EndpointView),
 ))]
 pub(crate) async fn current(
     state: web::Data<AppState>,
     principal: Principal,
 ) -> Result<HttpResponse, ApiError> {
     let client = state.pool.get().await?;
-    let url = webhooks::get_url(&client, principal.account_id).await?;
-    Ok(HttpResponse::Ok().json(CurrentUrl { url }))
+    let view = EndpointView::load(&client, principal.account_id, &state.health).await?;
+    Ok(HttpResponse::Ok().json(view))
 }
 
 #[utoipa::path(delete, path = "/api/v1/webhook/register", operation_id = "delete_webhook", tag = "webhooks", responses(

@@ -40,10 +40,19 @@ pub struct NewDelivery {
     pub target_url: String,
     /// The exact bytes to send on every attempt.
     pub body: Vec<u8>,
+    /// Whether the target is the account's URL (not a per-request `webhook_url`): only such
+    /// deliveries are held while that URL is disabled or paused.
+    pub to_account_url: bool,
 }
 
+/// The state and hold time of a delivery to insert: `held` when it goes to the account's URL,
+/// that URL is disabled or paused, and it is not a ping (a test send goes out now).
+const HELD_ON_INSERT: &str = "(d.to_account AND d.event <> 'ping' AND EXISTS ( \
+         SELECT FROM webhook_endpoints e WHERE e.account_id = d.account_id \
+           AND e.url = d.target_url AND e.state IN ('disabled', 'paused')))";
+
 /// Stores deliveries and wakes the dispatchers when the transaction commits, in one
-/// statement.
+/// statement. Those to a disabled or paused account URL are stored `held`.
 pub async fn insert_many(
     client: &impl BatchClient,
     deliveries: &[NewDelivery],
@@ -57,17 +66,27 @@ pub async fn insert_many(
     let accounts: Vec<Uuid> = deliveries.iter().map(|d| d.account_id.0).collect();
     let targets: Vec<&str> = deliveries.iter().map(|d| d.target_url.as_str()).collect();
     let bodies: Vec<&[u8]> = deliveries.iter().map(|d| d.body.as_slice()).collect();
+    let to_account: Vec<bool> = deliveries.iter().map(|d| d.to_account_url).collect();
     client
         .query_typed(
-            "WITH new AS ( \
-                 INSERT INTO deliveries (id, event, job_id, account_id, target_url, body, \
-                                         scheduled_at, next_attempt_at) \
-                 SELECT id, event, job_id, account_id, target_url, body, now(), now() \
-                 FROM unnest($1::uuid[], $7::text[], $2::uuid[], $3::uuid[], $4::text[], \
-                             $5::bytea[]) \
-                      AS d(id, event, job_id, account_id, target_url, body) \
-                 RETURNING 1) \
-             SELECT pg_notify($6, '') WHERE EXISTS (SELECT FROM new)",
+            &format!(
+                "WITH new AS ( \
+                     INSERT INTO deliveries (id, event, job_id, account_id, target_url, body, \
+                                             to_account_url, state, held_at, scheduled_at, \
+                                             next_attempt_at) \
+                     SELECT id, event, job_id, account_id, target_url, body, to_account, \
+                            CASE WHEN held THEN 'held' ELSE 'pending' END, \
+                            CASE WHEN held THEN now() END, now(), \
+                            CASE WHEN held THEN NULL ELSE now() END \
+                     FROM (SELECT d.*, {HELD_ON_INSERT} AS held \
+                           FROM unnest($1::uuid[], $7::text[], $2::uuid[], $3::uuid[], \
+                                       $4::text[], $5::bytea[], $8::bool[]) \
+                                AS d(id, event, job_id, account_id, target_url, body, \
+                                     to_account)) d \
+                     RETURNING state) \
+                 SELECT pg_notify($6, '') \
+                 WHERE EXISTS (SELECT FROM new WHERE state = 'pending')"
+            ),
             &[
                 (&ids, Type::UUID_ARRAY),
                 (&jobs, Type::UUID_ARRAY),
@@ -76,22 +95,34 @@ pub async fn insert_many(
                 (&bodies, Type::BYTEA_ARRAY),
                 (&CHANNEL, Type::TEXT),
                 (&events, Type::TEXT_ARRAY),
+                (&to_account, Type::BOOL_ARRAY),
             ],
         )
         .await?;
     Ok(())
 }
 
-/// Stores one delivery and wakes the dispatchers when the transaction commits.
+/// Stores one delivery and wakes the dispatchers when the transaction commits; it is stored
+/// `held` as [`insert_many`] says.
 pub async fn insert(client: &impl GenericClient, delivery: &NewDelivery) -> Result<(), DbError> {
     let stmt = client
-        .prepare_cached(
+        .prepare_cached(&format!(
             "WITH new AS ( \
                  INSERT INTO deliveries (id, event, job_id, account_id, target_url, body, \
-                                         scheduled_at, next_attempt_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, now(), now()) RETURNING 1) \
-             SELECT pg_notify($7, '') FROM new",
-        )
+                                         to_account_url, state, held_at, scheduled_at, \
+                                         next_attempt_at) \
+                 SELECT id, event, job_id, account_id, target_url, body, to_account, \
+                        CASE WHEN held THEN 'held' ELSE 'pending' END, \
+                        CASE WHEN held THEN now() END, now(), \
+                        CASE WHEN held THEN NULL ELSE now() END \
+                 FROM (SELECT d.*, {HELD_ON_INSERT} AS held \
+                       FROM (VALUES ($1::uuid, $2::text, $3::uuid, $4::uuid, $5::text, \
+                                     $6::bytea, $8::bool)) \
+                            AS d(id, event, job_id, account_id, target_url, body, \
+                                 to_account)) d \
+                 RETURNING state) \
+             SELECT pg_notify($7, '') FROM new WHERE state = 'pending'",
+        ))
         .await?;
     client
         .execute(
@@ -104,6 +135,7 @@ pub async fn insert(client: &impl GenericClient, delivery: &NewDelivery) -> Resu
                 &delivery.target_url,
                 &delivery.body,
                 &CHANNEL,
+                &delivery.to_account_url,
             ],
         )
         .await?;
@@ -141,6 +173,10 @@ pub struct Claimed {
     pub lane: Lane,
     /// When the schedule wanted it (for a resend, when it was asked for).
     pub scheduled_at: OffsetDateTime,
+    /// Whether it goes to the account's URL, whose state it follows and feeds.
+    pub to_account_url: bool,
+    /// Whether it is a test send (`ping`): sent whatever the URL's state.
+    pub ping: bool,
 }
 
 /// Claims up to `limit` due attempts of `lane` for `lease`. A scheduled delivery whose last
@@ -165,7 +201,8 @@ pub async fn claim_due(
                     resend_at = now() + make_interval(secs => $2) \
              FROM due WHERE d.id = due.id \
              RETURNING d.id, d.account_id, d.target_url, d.body, d.attempts, \
-                       0 AS position, due.asked AS scheduled_at"
+                       0 AS position, due.asked AS scheduled_at, d.to_account_url, \
+                       d.event = 'ping' AS ping"
             .to_owned(),
     };
     let stmt = client.prepare_cached(&sql).await?;
@@ -189,6 +226,8 @@ pub async fn claim_due(
             position: r.get("position"),
             lane,
             scheduled_at: r.get("scheduled_at"),
+            to_account_url: r.get("to_account_url"),
+            ping: r.get("ping"),
         })
         .collect())
 }
@@ -210,7 +249,8 @@ fn claim_scheduled_sql(lane: &str) -> String {
                 next_attempt_at = now() + make_interval(secs => $2) \
          FROM due WHERE d.id = due.id AND NOT due.spent \
          RETURNING d.id, d.account_id, d.target_url, d.body, d.attempts, \
-                   d.schedule_attempts AS position, d.scheduled_at"
+                   d.schedule_attempts AS position, d.scheduled_at, d.to_account_url, \
+                   d.event = 'ping' AS ping"
     )
 }
 
@@ -419,4 +459,107 @@ pub async fn apply_recoveries(client: &impl GenericClient, batch: i64) -> Result
         client.execute(&done, &[&id]).await?;
     }
     Ok(restarted)
+}
+
+/// Holds a claimed scheduled attempt instead of making it (its account URL is disabled or
+/// paused): the claim is undone and the delivery waits `held`. Returns whether the row was
+/// still ours.
+pub async fn hold_claimed(client: &impl GenericClient, claimed: &Claimed) -> Result<bool, DbError> {
+    let stmt = client
+        .prepare_cached(
+            "UPDATE deliveries SET state = 'held', held_at = now(), next_attempt_at = NULL, \
+                    attempts = attempts - 1, schedule_attempts = schedule_attempts - 1, \
+                    updated_at = now() \
+             WHERE id = $1 AND attempts = $2 AND state = 'pending'",
+        )
+        .await?;
+    Ok(client
+        .execute(&stmt, &[&claimed.id.0, &claimed.attempt])
+        .await?
+        == 1)
+}
+
+/// Holds every pending delivery of `account` to its URL `url` (it was just disabled or
+/// paused); returns how many. An attempt under way at the time ends as its own.
+pub async fn hold_pending(
+    client: &impl GenericClient,
+    account: AccountId,
+    url: &str,
+) -> Result<u64, DbError> {
+    let stmt = client
+        .prepare_cached(
+            "UPDATE deliveries SET state = 'held', held_at = now(), next_attempt_at = NULL, \
+                    updated_at = now() \
+             WHERE account_id = $1 AND state = 'pending' AND to_account_url AND target_url = $2 \
+               AND event <> 'ping'",
+        )
+        .await?;
+    Ok(client.execute(&stmt, &[&account.0, &url]).await?)
+}
+
+/// Sends the held deliveries of `account` again, oldest first (each due a microsecond after
+/// the one before, which is the order they are claimed in), each with a fresh schedule;
+/// wakes the dispatchers when the transaction commits. Returns how many.
+pub async fn release_held(client: &impl GenericClient, account: AccountId) -> Result<u64, DbError> {
+    let stmt = client
+        .prepare_cached(
+            "WITH held AS ( \
+                 SELECT id, row_number() OVER (ORDER BY created_at, id) AS n FROM deliveries \
+                 WHERE account_id = $1 AND state = 'held'), \
+             released AS ( \
+                 UPDATE deliveries d SET state = 'pending', held_at = NULL, recovered = false, \
+                        schedule_attempts = 0, resend_at = NULL, updated_at = now(), \
+                        scheduled_at = now() + (held.n - 1) * interval '1 microsecond', \
+                        next_attempt_at = now() + (held.n - 1) * interval '1 microsecond' \
+                 FROM held WHERE d.id = held.id AND d.state = 'held' RETURNING 1) \
+             SELECT count(*), pg_notify($2, '') FROM released",
+        )
+        .await?;
+    let count: i64 = client
+        .query_one(&stmt, &[&account.0, &CHANNEL])
+        .await?
+        .get(0);
+    Ok(u64::try_from(count).unwrap_or(0))
+}
+
+/// Abandons the held deliveries of `account` (enabled with `replay: none`); returns how many.
+pub async fn abandon_held(client: &impl GenericClient, account: AccountId) -> Result<u64, DbError> {
+    let stmt = client
+        .prepare_cached(
+            "UPDATE deliveries SET state = 'abandoned', held_at = NULL, finished_at = now(), \
+                    updated_at = now() \
+             WHERE account_id = $1 AND state = 'held'",
+        )
+        .await?;
+    Ok(client.execute(&stmt, &[&account.0]).await?)
+}
+
+/// Abandons up to `batch` deliveries held longer than `hold`; returns how many.
+pub async fn abandon_expired_held(
+    client: &impl GenericClient,
+    hold: Duration,
+    batch: i64,
+) -> Result<u64, DbError> {
+    let stmt = client
+        .prepare_cached(
+            "WITH expired AS ( \
+                 SELECT id FROM deliveries \
+                 WHERE state = 'held' AND held_at <= now() - make_interval(secs => $1) \
+                 ORDER BY held_at LIMIT $2 FOR UPDATE SKIP LOCKED) \
+             UPDATE deliveries d SET state = 'abandoned', held_at = NULL, finished_at = now(), \
+                    updated_at = now() \
+             FROM expired WHERE d.id = expired.id",
+        )
+        .await?;
+    Ok(client
+        .execute(&stmt, &[&hold.as_secs_f64(), &batch])
+        .await?)
+}
+
+/// How many deliveries of `account` are held.
+pub async fn held_count(client: &impl GenericClient, account: AccountId) -> Result<i64, DbError> {
+    let stmt = client
+        .prepare_cached("SELECT count(*) FROM deliveries WHERE account_id = $1 AND state = 'held'")
+        .await?;
+    Ok(client.query_one(&stmt, &[&account.0]).await?.get(0))
 }

@@ -262,7 +262,7 @@ pub enum Resend {
     /// Asked for (or joined to one already asked for and not yet recorded); the delivery as
     /// it now stands.
     Requested(Delivery),
-    /// The delivery is still `pending`: its schedule runs.
+    /// The delivery is still `pending` (its schedule runs) or `held`.
     StillPending,
     /// No such delivery of the account.
     NotFound,
@@ -280,7 +280,8 @@ pub async fn request_resend(
         .prepare_cached(&format!(
             "WITH asked AS ( \
                  UPDATE deliveries SET resend_at = coalesce(resend_at, now()), updated_at = now() \
-                 WHERE id = $1 AND account_id = $2 AND state <> 'pending' AND id >= $4 \
+                 WHERE id = $1 AND account_id = $2 AND state NOT IN ('pending', 'held') \
+                   AND id >= $4 \
                  RETURNING {COLUMNS}), \
              woken AS (SELECT pg_notify($3, '') WHERE EXISTS (SELECT FROM asked)) \
              SELECT *, (SELECT count(*) FROM woken) AS woken FROM asked"

@@ -486,7 +486,8 @@ pub async fn finish_many(
              RETURNING r.ord, jobs.account_id, jobs.type, jobs.created_at, jobs.completed_at, \
                        coalesce(jobs.webhook_url, \
                                 (SELECT url FROM webhook_endpoints e \
-                                 WHERE e.account_id = jobs.account_id)) AS target",
+                                 WHERE e.account_id = jobs.account_id)) AS target, \
+                       jobs.webhook_url IS NULL AS to_account",
             &[
                 (&columns.ids, Type::UUID_ARRAY),
                 (&columns.statuses, Type::TEXT_ARRAY),
@@ -529,6 +530,7 @@ pub async fn finish_many(
                 account_id: account,
                 target_url: target,
                 body: crate::webhook_body::body(*id, outcome, completed_at, delivery_id),
+                to_account_url: row.get("to_account"),
             });
             delivery_id
         });
@@ -991,19 +993,24 @@ pub async fn revise(
     Ok(())
 }
 
-/// Where a job's later webhooks go: its own `webhook_url`, else the account's URL now.
-pub async fn target(client: &impl GenericClient, id: JobId) -> Result<Option<String>, DbError> {
+/// Where a job's later webhooks go: its own `webhook_url`, else the account's URL now; and
+/// whether that is the account's URL.
+pub async fn target(
+    client: &impl GenericClient,
+    id: JobId,
+) -> Result<Option<(String, bool)>, DbError> {
     let stmt = client
         .prepare_cached(
             "SELECT coalesce(j.webhook_url, \
-                             (SELECT url FROM webhook_endpoints e WHERE e.account_id = j.account_id)) \
+                             (SELECT url FROM webhook_endpoints e WHERE e.account_id = j.account_id)), \
+                    j.webhook_url IS NULL \
              FROM jobs j WHERE j.id = $1",
         )
         .await?;
-    Ok(client
-        .query_opt(&stmt, &[&id.0])
-        .await?
-        .and_then(|row| row.get(0)))
+    Ok(client.query_opt(&stmt, &[&id.0]).await?.and_then(|row| {
+        row.get::<_, Option<String>>(0)
+            .map(|target| (target, row.get(1)))
+    }))
 }
 
 /// What was submitted of one job of `account`: the text (a chat as `role: content` lines) or

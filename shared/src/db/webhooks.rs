@@ -53,14 +53,32 @@ pub async fn set_url(
     actor: Actor,
     url: &str,
 ) -> Result<OffsetDateTime, DbError> {
+    let previous = client
+        .prepare_cached("SELECT url FROM webhook_endpoints WHERE account_id = $1 FOR UPDATE")
+        .await?;
+    let before: Option<String> = client
+        .query_opt(&previous, &[&account.0])
+        .await?
+        .map(|r| r.get(0));
+    // A new URL starts `active` with no history; setting the same URL again keeps its state.
     let stmt = client
         .prepare_cached(
             "INSERT INTO webhook_endpoints (account_id, url) VALUES ($1, $2) \
-             ON CONFLICT (account_id) DO UPDATE SET url = EXCLUDED.url, updated_at = now() \
+             ON CONFLICT (account_id) DO UPDATE SET url = EXCLUDED.url, updated_at = now(), \
+                 state = CASE WHEN $3 THEN 'active' ELSE webhook_endpoints.state END, \
+                 disabled_reason = CASE WHEN $3 THEN NULL \
+                                        ELSE webhook_endpoints.disabled_reason END, \
+                 failing_since = CASE WHEN $3 THEN NULL ELSE webhook_endpoints.failing_since END, \
+                 failures_since = CASE WHEN $3 THEN 0 ELSE webhook_endpoints.failures_since END, \
+                 warned_at = CASE WHEN $3 THEN NULL ELSE webhook_endpoints.warned_at END \
              RETURNING updated_at",
         )
         .await?;
-    let updated_at = client.query_one(&stmt, &[&account.0, &url]).await?.get(0);
+    let changed = before.as_deref().is_some_and(|b| b != url);
+    let updated_at = client
+        .query_one(&stmt, &[&account.0, &url, &changed])
+        .await?
+        .get(0);
     audit_events::record(
         client,
         account,

@@ -83,16 +83,21 @@ from moderation_client.api.submissions import (
 )
 from moderation_client.api.webhooks import (
     delete_webhook,
+    disable_webhook,
+    enable_webhook,
     get_delivery,
     get_webhook,
     list_deliveries,
     list_webhook_secrets,
     recover_deliveries,
+    pause_webhook,
     register_webhook,
     resend_delivery,
+    resume_webhook,
     reveal_outside_api_v1,
     reveal_webhook_secret,
     rotate_webhook_secret,
+    test_webhook,
 )
 from moderation_client.models import (
     AppealBody,
@@ -112,6 +117,7 @@ from moderation_client.models import (
     ModerateVideoBody,
     NewVersionBody,
     NewVersionBodyCategories,
+    EnableBody,
     RecoverBody,
     RegisterBody,
     ReportBody,
@@ -671,6 +677,27 @@ def main():
         rows = {uuid.UUID(r["job_id"]): r for r in csv.DictReader(io.StringIO(text.lstrip("\ufeff")))}
         check(rows[jobs["chat"]]["prompt"] == "", "the erased chat's prompt is empty")
 
+    def endpoint_health():
+        paused, _ = tally.call(pause_webhook, 200)
+        check(paused.state == "paused" and paused.held == 0, f"paused {paused}")
+        resumed, _ = tally.call(resume_webhook, 200)
+        check(resumed.state == "active", f"resumed {resumed}")
+        disabled, _ = tally.call(disable_webhook, 200)
+        check(disabled.state == "disabled" and disabled.disabled_reason == "manual", f"disabled {disabled}")
+        enabled, _ = tally.call(enable_webhook, 200, body=EnableBody(replay="held"))
+        check(enabled.state == "active" and enabled.disabled_reason is None, f"enabled {enabled}")
+        with receiver.lock:
+            before = len([r for r in receiver.received if r["path"] == "/global"])
+        ping, _ = tally.call(test_webhook, 202)
+        check(ping.event == "ping", f"ping {ping}")
+        payload = verify(receiver.wait_for("/global", before + 1)[-1], state["new"])
+        check(
+            payload["event"] == "ping" and payload["delivery_id"] == str(ping.delivery_id),
+            f"ping payload {payload}",
+        )
+        current, _ = tally.call(get_webhook, 200)
+        check(current.state == "active" and current.held == 0, f"current {current}")
+
     def cleanup_settings():
         tally.call(delete_custom_category, 204, id=state["category"])
         listed, _ = tally.call(list_custom_categories, 200)
@@ -694,6 +721,7 @@ def main():
         ("policy versions and the audit log", policy_versions),
         ("review and appeals", review_and_appeal),
         ("content erasure", erasure),
+        ("endpoint health", endpoint_health),
         ("clean-up", cleanup_settings),
     ]:
         tally.current = None

@@ -509,6 +509,28 @@ async function main(): Promise<number> {
     check(rows.get(id)?.prompt === "", "the erased chat's prompt is empty");
   };
 
+  const endpointHealth = async () => {
+    const paused = answer(await api.POST("/api/v1/webhook/pause"), 200);
+    check(paused.state === "paused" && paused.held === 0, `paused ${JSON.stringify(paused)}`);
+    const resumed = answer(await api.POST("/api/v1/webhook/resume"), 200);
+    check(resumed.state === "active", `resumed ${JSON.stringify(resumed)}`);
+    const disabled = answer(await api.POST("/api/v1/webhook/disable"), 200);
+    check(
+      disabled.state === "disabled" && disabled.disabled_reason === "manual",
+      `disabled ${JSON.stringify(disabled)}`,
+    );
+    const enabled = answer(await api.POST("/api/v1/webhook/enable", { body: { replay: "held" } }), 200);
+    check(enabled.state === "active" && enabled.disabled_reason === null, `enabled ${JSON.stringify(enabled)}`);
+    const before = receiver.received.filter((r) => r.path === "/global").length;
+    const ping = answer(await api.POST("/api/v1/webhook/test"), 202);
+    check(ping.event === "ping", `ping ${JSON.stringify(ping)}`);
+    const sent = (await receiver.waitFor("/global", before + 1)).at(-1)!;
+    const payload = verify(sent, state.fresh!);
+    check(payload.event === "ping" && payload.delivery_id === ping.delivery_id, `ping payload ${JSON.stringify(payload)}`);
+    const current = answer(await api.GET("/api/v1/webhook/register"), 200);
+    check(current.state === "active" && current.held === 0, `current ${JSON.stringify(current)}`);
+  };
+
   const cleanup = async () => {
     answer(await api.DELETE("/api/v1/custom-categories/{id}", { params: { path: { id: state.category! } } }), 204);
     const listed = answer(await api.GET("/api/v1/custom-categories"), 200);
@@ -533,6 +555,7 @@ async function main(): Promise<number> {
     ["policy versions and the audit log", policyVersions],
     ["review and appeals", reviewAndAppeal],
     ["content erasure", erasure],
+    ["endpoint health", endpointHealth],
     ["clean-up", cleanup],
   ];
   for (const [title, body] of steps) {

@@ -153,6 +153,7 @@ const API_FAMILIES: &[(&str, &[&str])] = &[
     ("rate_limit_unavailable_total", &[]),
     ("registry_checks_total", &["context", "outcome"]),
     ("review_decisions_total", &["outcome"]),
+    ("webhook_endpoint_transitions_total", &["state"]),
 ];
 const WORKER_FAMILIES: &[(&str, &[&str])] = &[
     ("process_up", &["process"]),
@@ -182,11 +183,14 @@ const DISPATCHER_FAMILIES: &[(&str, &[&str])] = &[
     ("review_items", &["state"]),
     ("review_oldest_pending_seconds", &[]),
     ("review_sla_seconds", &[]),
+    ("webhook_endpoints", &["state"]),
+    ("webhook_endpoint_transitions_total", &["state"]),
 ];
 const DASHBOARD_FAMILIES: &[(&str, &[&str])] = &[
     ("process_up", &["process"]),
     ("db_pool_connections", &["state"]),
     ("review_decisions_total", &["outcome"]),
+    ("webhook_endpoint_transitions_total", &["state"]),
 ];
 
 /// Checks that `text` holds exactly the families of `expected`, each with exactly its labels.

@@ -1,6 +1,7 @@
 //! Tests of the api process.
 
 mod auth;
+mod endpoint;
 mod errors;
 mod export;
 mod health;

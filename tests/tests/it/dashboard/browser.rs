@@ -439,3 +439,76 @@ async fn members_report_and_check_edit_a_category_page_the_log_and_submit_a_chat
     browser.resize(390, 844).await;
     browser.screenshot("registry-phone").await;
 }
+
+#[tokio::test]
+#[ignore = "browser tier: scripts/test runs it with chromedriver"]
+async fn a_person_sees_the_webhook_state_with_a_banner_everywhere_pauses_resumes_and_tests() {
+    let app = spawn_app().await;
+    let dashboard = app.spawn_dashboard().await;
+    let account = app.create_account().await;
+    let user = app.create_user(account, false).await;
+    app.set_webhook_url(account, "https://93.184.215.14/hook")
+        .await;
+    let browser = open_browser().await;
+    sign_in(&browser, &dashboard, &user).await;
+    assert!(browser.all("[data-testid=webhook-banner]").await.is_empty());
+
+    browser.goto(&dashboard.url("/webhooks")).await;
+    let active = browser
+        .css("[data-testid=webhook-state]")
+        .await
+        .text()
+        .await
+        .unwrap();
+    browser.click_button("Pause deliveries").await;
+    let paused = browser
+        .css("[data-testid=webhook-state]")
+        .await
+        .text()
+        .await
+        .unwrap();
+    browser.screenshot("webhooks-paused").await;
+    browser.goto(&dashboard.url("/jobs")).await;
+    let banner = browser
+        .css("[data-testid=webhook-banner]")
+        .await
+        .text()
+        .await
+        .unwrap();
+    browser.goto(&dashboard.url("/webhooks")).await;
+    browser.click_button("Resume deliveries").await;
+    let resumed = browser
+        .css("[data-testid=webhook-state]")
+        .await
+        .text()
+        .await
+        .unwrap();
+    let banners_after = browser.all("[data-testid=webhook-banner]").await.len();
+    browser.click_button("Disable").await;
+    let disabled = browser
+        .css("[data-testid=webhook-state]")
+        .await
+        .text()
+        .await
+        .unwrap();
+    browser.click_button("Enable and send held").await;
+    let enabled = browser
+        .css("[data-testid=webhook-state]")
+        .await
+        .text()
+        .await
+        .unwrap();
+    browser.click_button("Send a test event").await;
+    let log_path = browser.path().await;
+    let log = browser.source().await;
+
+    assert_eq!(active, "active");
+    assert_eq!(paused, "paused");
+    assert!(banner.contains("paused"), "{banner}");
+    assert_eq!(resumed, "active");
+    assert_eq!(banners_after, 0, "no banner once active");
+    assert_eq!(disabled, "disabled (manual)");
+    assert_eq!(enabled, "active");
+    assert_eq!(log_path, "/deliveries");
+    assert!(log.contains("ping"), "the test send is in the log");
+}

@@ -1,6 +1,7 @@
 //! The dispatcher against a real HTTPS receiver: signatures, the schedule, outcomes, crashes,
 //! and how a finished job gets its delivery.
 
+mod health;
 mod jobs;
 mod lifecycle;
 mod log;
