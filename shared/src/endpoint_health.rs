@@ -202,6 +202,11 @@ impl Health {
                     if !noticed_lately && status_code != Some(410) {
                         self.failing_noticed_at = Some(at);
                         events.push(OperatorEvent::EndpointFailing);
+                        // With `disable_at` less than a day away already, this notice is
+                        // also the warning.
+                        if self.warning_due(at, settings) {
+                            self.warned_at = Some(at);
+                        }
                     }
                 }
                 self.failures_since = self.failures_since.saturating_add(1);
@@ -378,6 +383,18 @@ mod tests {
         );
         let soon = health.after_attempt(warn_at + Duration::from_secs(3), failed(500), &settings);
         assert!(soon.is_empty(), "at most once a day: {soon:?}");
+    }
+
+    #[test]
+    fn entering_failing_less_than_a_day_before_disable_at_sends_one_notice() {
+        let settings = HealthSettings {
+            disable_after: Duration::from_secs(3600),
+            ..HealthSettings::default()
+        };
+        let mut health = Health::default();
+        let events = health.after_attempt(T0, failed(500), &settings);
+        assert_eq!(events, [OperatorEvent::EndpointFailing]);
+        assert!(health.sweep(T0 + Duration::from_secs(1), &settings).is_empty());
     }
 
     #[test]

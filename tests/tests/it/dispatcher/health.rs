@@ -9,7 +9,7 @@ use moderation_shared::{config::Secret, endpoint_health::HealthSettings, signing
 use moderation_tests::{
     eventually,
     receiver::{Received, Reply, TestReceiver},
-    spawn_app, TestApp, TestKey,
+    spawn_app, spawn_app_with, TestApp, TestKey,
 };
 use serde_json::{json, Value};
 use time::{format_description::well_known::Rfc3339, OffsetDateTime};
@@ -40,7 +40,9 @@ async fn health(
     health: HealthSettings,
     operator: Option<(&TestReceiver, &str)>,
 ) -> Health {
-    let app = spawn_app().await;
+    // The api shows `disable_at` by the same settings.
+    let shown = health.clone();
+    let app = spawn_app_with(move |api| api.health = shown).await;
     let key = manager(&app).await;
     app.lift_rate_limit(key.account).await;
     let receiver = TestReceiver::start().await;
