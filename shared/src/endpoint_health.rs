@@ -394,7 +394,9 @@ mod tests {
         let mut health = Health::default();
         let events = health.after_attempt(T0, failed(500), &settings);
         assert_eq!(events, [OperatorEvent::EndpointFailing]);
-        assert!(health.sweep(T0 + Duration::from_secs(1), &settings).is_empty());
+        assert!(health
+            .sweep(T0 + Duration::from_secs(1), &settings)
+            .is_empty());
     }
 
     #[test]
