@@ -639,3 +639,33 @@ async fn the_dispatcher_refuses_to_start_without_a_valid_operator_secret() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_job_finishing_while_the_url_is_paused_gets_a_held_delivery() {
+    let t = health(0.0001, lenient(), None).await;
+    t.post("/api/v1/webhook/pause", None).await;
+
+    let job = t
+        .app
+        .finished_into_review(
+            t.key.account,
+            moderation_shared::domain::Modality::Image,
+            "https://93.184.215.14/picture.png",
+            moderation_tests::review::image_decision(100),
+        )
+        .await;
+    t.dispatcher.try_dispatch_due().await.unwrap();
+
+    let client = t.app.db.pool.get().await.unwrap();
+    let row = client
+        .query_one(
+            "SELECT state, to_account_url FROM deliveries WHERE job_id = $1",
+            &[&job.0],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), "held");
+    assert!(row.get::<_, bool>(1), "it goes to the account's URL");
+    assert!(t.hook_requests().is_empty());
+    assert_eq!(t.state().await["held"], 1);
+}
