@@ -246,6 +246,10 @@ async fn a_410_disables_the_url_at_once_and_its_deliveries_are_held_never_attemp
         })
         .collect();
     assert_eq!(listed, [second.to_string(), first.to_string()]);
+    let (resend, _) = t
+        .post(&format!("/api/v1/deliveries/{first}/resend"), None)
+        .await;
+    assert_eq!(resend, 409, "a held delivery is not resent");
     assert_eq!(
         t.transitions().await,
         [transition("active", "disabled", json!("gone"))]
