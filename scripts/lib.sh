@@ -72,6 +72,12 @@ ensure_postgres() {
   pg_ready || die "cannot connect to PostgreSQL at $PG_BASE_URL"
 }
 
+# Debian's PgBouncer, which the chaos tier puts in front of its own cluster (the tests start it
+# on a free port; the package's own service, where systemd starts one, is left alone).
+ensure_pgbouncer() {
+  [ -x /usr/sbin/pgbouncer ] || apt_install pgbouncer
+}
+
 # Stops the services this script started (see STARTED_SERVICES).
 stop_started_services() {
   local service

@@ -273,11 +273,14 @@ impl From<tokio_postgres::Error> for ApiError {
     }
 }
 
+/// Postgres out of reach, or the connection lost under the statement (a restart, a failover),
+/// is a 503: see [`DbError::is_unavailable`].
 impl From<DbError> for ApiError {
     fn from(err: DbError) -> Self {
-        match err {
-            DbError::Pool(_) | DbError::Deadline(_) => ApiError::unavailable(err),
-            other => ApiError::Internal(other.into()),
+        if err.is_unavailable() {
+            ApiError::unavailable(err)
+        } else {
+            ApiError::Internal(err.into())
         }
     }
 }

@@ -14,6 +14,7 @@ use time::OffsetDateTime;
 
 use moderation_shared::{
     clock,
+    config::postgres_config,
     db::{
         self,
         audit_events::Actor,
@@ -64,6 +65,8 @@ pub struct Dispatcher {
     metrics: MetricsListener,
     core: Arc<Core>,
     depth: DepthSampler,
+    /// The listening session's connection settings (`APP_DATABASE_DIRECT_URL`).
+    listen: tokio_postgres::Config,
 }
 
 /// What every attempt needs.
@@ -81,6 +84,7 @@ impl Dispatcher {
     /// Connects to Postgres and binds the metrics port.
     pub async fn build(settings: DispatcherSettings) -> Result<Self, StartupError> {
         let pool = db::pool(&settings.database)?;
+        let listen = postgres_config(settings.direct_url.expose(), "APP_DATABASE_DIRECT_URL")?;
         drop(
             pool.get()
                 .await
@@ -106,6 +110,7 @@ impl Dispatcher {
         Ok(Self {
             metrics,
             depth,
+            listen,
             core: Arc::new(Core {
                 slots: Arc::new(Semaphore::new(settings.concurrency)),
                 recovery_slots: Arc::new(Semaphore::new(settings.concurrency.div_ceil(2))),
@@ -147,7 +152,7 @@ impl Dispatcher {
         let wake = Arc::new(Notify::new());
         let recover_wake = Arc::new(Notify::new());
         let listener = tokio::spawn(listen::notify_on_new(
-            self.core.settings.database.clone(),
+            self.listen.clone(),
             vec![
                 (CHANNEL, wake.clone()),
                 (RECOVERIES_CHANNEL, recover_wake.clone()),

@@ -4,8 +4,8 @@ use std::{net::SocketAddr, time::Duration};
 
 use moderation_shared::{
     config::{
-        env_bool, env_millis, env_or, env_positive, extra_ca_pem_from_env, metrics_addr,
-        ConfigError, DatabaseSettings, RedisSettings,
+        env_bool, env_millis, env_or, env_positive, env_raw, extra_ca_pem_from_env, metrics_addr,
+        postgres_config, ConfigError, DatabaseSettings, RedisSettings, Secret,
     },
     config::{env_raw, Secret},
     crypto::SealingKey,
@@ -33,6 +33,10 @@ const REVIEW_SLA: Duration = Duration::from_secs(4 * 3600);
 pub struct DispatcherSettings {
     /// Postgres.
     pub database: DatabaseSettings,
+    /// `APP_DATABASE_DIRECT_URL` (default `DATABASE_URL`): the connection that `LISTEN`s for
+    /// new deliveries, which must be a session of its own, so straight to Postgres when
+    /// `DATABASE_URL` goes through PgBouncer in transaction mode.
+    pub direct_url: Secret<String>,
     /// Redis (`REDIS_URL`, `APP_REDIS_NAMESPACE`): only read, to sample the queue depth.
     pub redis: RedisSettings,
     /// `APP_QUEUE_MIN_IDLE_MS`, as the workers read it: the takeover time that makes a held
@@ -124,8 +128,17 @@ impl DispatcherSettings {
         }
         let concurrency = env_positive("APP_DISPATCH_CONCURRENCY", CONCURRENCY)?;
         let extra_ca_pem = extra_ca_pem_from_env()?;
+        let database = DatabaseSettings::from_env()?;
+        let direct_url = match env_raw("APP_DATABASE_DIRECT_URL")? {
+            Some(url) => {
+                postgres_config(&url, "APP_DATABASE_DIRECT_URL")?;
+                Secret::new(url)
+            }
+            None => database.url.clone(),
+        };
         Ok(Self {
-            database: DatabaseSettings::from_env()?,
+            database,
+            direct_url,
             redis: RedisSettings::from_env()?,
             queue_min_idle: QueueSettings::from_env()?.min_idle,
             depth_sample: env_millis("APP_QUEUE_SAMPLE_MS", DEPTH_SAMPLE, 10..)?,
@@ -154,6 +167,7 @@ impl DispatcherSettings {
         encryption_key: SealingKey,
     ) -> Self {
         Self {
+            direct_url: database.url.clone(),
             database,
             redis,
             queue_min_idle: QueueSettings::default().min_idle,

@@ -180,6 +180,58 @@ pub fn extra_ca_pem_from_env() -> Result<Option<Vec<u8>>, ConfigError> {
         .transpose()
 }
 
+/// How long opening one connection to one host may take.
+pub const PG_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long a Postgres connection may go unanswered (sent bytes unacknowledged, or keepalive
+/// probes after [`PG_KEEPALIVE_IDLE`] of silence) before the kernel ends it, so a connection to
+/// a host that vanished without closing it (a failed machine, a cut route) breaks and is
+/// replaced rather than waited on for the quarter of an hour TCP would retransmit.
+pub const PG_TCP_USER_TIMEOUT: Duration = Duration::from_secs(20);
+/// Silence on a Postgres connection before keepalive probes start (libpq's default is two
+/// hours).
+pub const PG_KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
+
+/// The connection settings of `url`, read from the variable `variable` (named in the error):
+/// a libpq-style URL or key/value string, given a connect timeout and the application name
+/// `moderation` unless it names its own, and (unless it sets them) [`PG_TCP_USER_TIMEOUT`]
+/// and keepalives from [`PG_KEEPALIVE_IDLE`] on. A URL listing several hosts must say
+/// `target_session_attrs=read-write`, so that only the primary is ever used: each new
+/// connection tries the hosts in order and keeps the first that takes writes.
+pub fn postgres_config(
+    url: &str,
+    variable: &'static str,
+) -> Result<tokio_postgres::Config, ConfigError> {
+    let mut pg: tokio_postgres::Config = url
+        .parse()
+        .map_err(|e: tokio_postgres::Error| ConfigError::new(variable, e.to_string()))?;
+    let hosts = pg.get_hosts().len().max(pg.get_hostaddrs().len());
+    if hosts > 1
+        && pg.get_target_session_attrs() != tokio_postgres::config::TargetSessionAttrs::ReadWrite
+    {
+        return Err(ConfigError::new(
+            variable,
+            format!(
+                "lists {hosts} hosts: add target_session_attrs=read-write, so that only the \
+                 primary is used"
+            ),
+        ));
+    }
+    pg.connect_timeout(PG_CONNECT_TIMEOUT);
+    if pg.get_tcp_user_timeout().is_none() {
+        pg.tcp_user_timeout(PG_TCP_USER_TIMEOUT);
+    }
+    if pg.get_keepalives_idle() == tokio_postgres::Config::new().get_keepalives_idle() {
+        pg.keepalives_idle(PG_KEEPALIVE_IDLE);
+    }
+    if pg.get_keepalives_interval().is_none() {
+        pg.keepalives_interval(Duration::from_secs(5));
+    }
+    if pg.get_application_name().is_none() {
+        pg.application_name("moderation");
+    }
+    Ok(pg)
+}
+
 /// Where Postgres is and how many connections a process may hold.
 #[derive(Debug, Clone)]
 pub struct DatabaseSettings {
@@ -205,8 +257,7 @@ impl DatabaseSettings {
     pub fn from_env() -> Result<Self, ConfigError> {
         let url = env_raw("DATABASE_URL")?
             .unwrap_or_else(|| "postgres://localhost/moderation".to_owned());
-        url.parse::<tokio_postgres::Config>()
-            .map_err(|e| ConfigError::new("DATABASE_URL", e.to_string()))?;
+        postgres_config(&url, "DATABASE_URL")?;
         let pool_size = env_positive("APP_DB_POOL_SIZE", 16usize)?;
         Ok(Self {
             pool_size,
@@ -256,6 +307,48 @@ impl RedisSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_url_of_several_hosts_must_ask_for_the_one_taking_writes() {
+        let two = "postgres://u@a:5432,b:5433/db";
+
+        let refused = postgres_config(two, "APP_X_URL").unwrap_err();
+        let taken = postgres_config(
+            &format!("{two}?target_session_attrs=read-write"),
+            "APP_X_URL",
+        )
+        .unwrap();
+        let one = postgres_config("postgres://u@a:5432/db", "APP_X_URL").unwrap();
+
+        assert_eq!(refused.name, "APP_X_URL");
+        assert!(
+            refused.reason.contains("target_session_attrs=read-write"),
+            "{refused}"
+        );
+        assert_eq!(taken.get_hosts().len(), 2);
+        assert_eq!(taken.get_ports(), [5432, 5433]);
+        assert_eq!(taken.get_application_name(), Some("moderation"));
+        assert_eq!(one.get_connect_timeout(), Some(&PG_CONNECT_TIMEOUT));
+        assert_eq!(one.get_tcp_user_timeout(), Some(&PG_TCP_USER_TIMEOUT));
+        assert_eq!(one.get_keepalives_idle(), PG_KEEPALIVE_IDLE);
+    }
+
+    #[test]
+    fn a_url_keeps_the_keepalive_and_timeout_it_names() {
+        let url = "postgres://u@a/db?keepalives_idle=60&tcp_user_timeout=7";
+
+        let pg = postgres_config(url, "APP_X_URL").unwrap();
+
+        assert_eq!(pg.get_keepalives_idle(), Duration::from_secs(60));
+        assert_eq!(pg.get_tcp_user_timeout(), Some(&Duration::from_secs(7)));
+    }
+
+    #[test]
+    fn an_unreadable_postgres_url_fails_naming_the_variable() {
+        let err = postgres_config("postgres://u@a:notaport/db", "APP_X_URL").unwrap_err();
+
+        assert_eq!(err.name, "APP_X_URL");
+    }
 
     #[test]
     fn secret_debug_is_redacted() {

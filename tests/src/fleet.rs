@@ -1,7 +1,8 @@
 //! The whole fleet as separate processes (api, worker, dispatcher: the real binaries) on a
 //! Postgres cluster and a Redis server of its own, each reached through a [`FaultProxy`], so a
 //! chaos test can blackhole or cut the network, kill any role and restart the servers without
-//! disturbing any other test. Webhooks go to an HTTPS [`TestReceiver`].
+//! disturbing any other test. Webhooks go to an HTTPS [`TestReceiver`]. Other [`Topology`]s
+//! put a streaming standby beside the cluster, or PgBouncer in front of it.
 
 use std::{
     collections::HashMap,
@@ -21,8 +22,23 @@ use moderation_shared::{
 };
 
 use crate::{
-    postgres::PrivatePostgres, proxy::FaultProxy, receiver::TestReceiver, worker::PrivateRedis,
+    pgbouncer::PgBouncer, postgres::PrivatePostgres, proxy::FaultProxy, receiver::TestReceiver,
+    worker::PrivateRedis,
 };
+
+/// How the fleet reaches Postgres.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Topology {
+    /// One cluster, through [`Fleet::postgres_proxy`].
+    Proxied,
+    /// A primary ([`Fleet::postgres`]) and a synchronous streaming standby
+    /// ([`Fleet::standby`]); `DATABASE_URL` lists both, primary first, with
+    /// `target_session_attrs=read-write`.
+    Standby,
+    /// `DATABASE_URL` through PgBouncer ([`Fleet::pgbouncer`], session mode), and
+    /// `APP_DATABASE_DIRECT_URL` (the dispatcher's `LISTEN`) straight to the cluster.
+    PgBouncer,
+}
 
 /// A process of the fleet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -50,8 +66,12 @@ impl Role {
 
 /// The running fleet and its servers; everything stops when dropped.
 pub struct Fleet {
-    /// The cluster (restart it with [`PrivatePostgres::restart`]).
+    /// The cluster (restart it with [`PrivatePostgres::restart`]); the primary with a standby.
     pub postgres: PrivatePostgres,
+    /// The streaming standby ([`Topology::Standby`]).
+    pub standby: Option<PrivatePostgres>,
+    /// PgBouncer in front of the cluster ([`Topology::PgBouncer`]).
+    pub pgbouncer: Option<PgBouncer>,
     /// The Redis server (restart it with [`PrivateRedis::restart`]).
     pub redis: PrivateRedis,
     /// Between the fleet and Postgres.
@@ -60,7 +80,8 @@ pub struct Fleet {
     pub redis_proxy: FaultProxy,
     /// The receiver of every webhook.
     pub receiver: TestReceiver,
-    /// A pool straight to the fleet's database (not through the proxy), for checks.
+    /// A pool straight to the fleet's database (not through the proxy or PgBouncer; to both
+    /// hosts with a standby, so it follows a promotion), for checks.
     pub pool: Pool,
     /// The api's base URL.
     pub api_url: String,
@@ -76,6 +97,11 @@ impl Fleet {
     /// Starts the servers, the proxies, a migrated database with one account and key, and
     /// every role.
     pub async fn start() -> Self {
+        Self::start_on(Topology::Proxied).await
+    }
+
+    /// [`Self::start`] with Postgres reached as `topology` says.
+    pub async fn start_on(topology: Topology) -> Self {
         let postgres = PrivatePostgres::start();
         let redis = PrivateRedis::start();
         let postgres_proxy = FaultProxy::start(postgres.addr()).await;
@@ -88,58 +114,80 @@ impl Fleet {
             postgres.base_url()
         )))
         .expect("admin pool");
+        let admin = admin.get().await.expect("connect to the private cluster");
         admin
-            .get()
-            .await
-            .expect("connect to the private cluster")
             .simple_query("CREATE DATABASE chaos")
             .await
             .expect("create the database");
-        let pool = db::pool(&DatabaseSettings::new(format!(
-            "{}/chaos",
-            postgres.base_url()
-        )))
-        .expect("pool");
+        let direct = format!("{}/chaos", postgres.base_url());
+        let pool = db::pool(&DatabaseSettings::new(direct.as_str())).expect("pool");
         db::migrate(&pool).await.expect("migrate");
-        let key = {
-            let client = pool.get().await.expect("connect");
-            let account =
-                provisioning::create_account(&client, "Chaos", &PolicyDefaults::default())
-                    .await
-                    .expect("account")
-                    .id;
-            let update = PlanUpdate {
-                rate_per_minute: Some(1_000_000),
-                ..Default::default()
-            };
-            db::accounts::update_plan(&client, Actor::Operator, account, &update)
-                .await
-                .expect("lift the rate limit");
-            let scopes = [Scope::ModeratePrompt, Scope::JobRead, Scope::WebhookManage];
-            provisioning::issue_key(
-                &client,
-                Actor::Operator,
-                account,
-                Some("chaos"),
-                Some(&scopes),
+        let key = Self::provision(&pool).await;
+        let (database_url, standby, pgbouncer, pool) = match topology {
+            Topology::Proxied => (
+                format!(
+                    "postgres://postgres@127.0.0.1:{}/chaos",
+                    postgres_proxy.port()
+                ),
                 None,
-            )
-            .await
-            .expect("key")
-            .key
+                None,
+                pool,
+            ),
+            Topology::Standby => {
+                let standby = PrivatePostgres::standby_of(&postgres);
+                // From now on every commit waits for the standby.
+                for statement in [
+                    "ALTER SYSTEM SET synchronous_standby_names = '*'",
+                    "SELECT pg_reload_conf()",
+                ] {
+                    admin
+                        .simple_query(statement)
+                        .await
+                        .expect("make the standby synchronous");
+                }
+                crate::eventually(Duration::from_secs(30), "a synchronous standby", || async {
+                    let row = admin
+                        .query_opt(
+                            "SELECT 1 FROM pg_stat_replication WHERE sync_state = 'sync'",
+                            &[],
+                        )
+                        .await
+                        .expect("pg_stat_replication");
+                    row.map(drop)
+                })
+                .await;
+                let both = format!(
+                    "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/chaos\
+                     ?target_session_attrs=read-write",
+                    postgres.port(),
+                    standby.port()
+                );
+                let pool = db::pool(&DatabaseSettings::new(both.as_str())).expect("pool");
+                (both, Some(standby), None, pool)
+            }
+            Topology::PgBouncer => {
+                let bouncer = PgBouncer::start(postgres.port()).await;
+                (
+                    format!("postgres://postgres@127.0.0.1:{}/chaos", bouncer.port()),
+                    None,
+                    Some(bouncer),
+                    pool,
+                )
+            }
         };
+        drop(admin);
 
         let api_port = crate::unused_port();
-        let through_proxy = format!(
-            "postgres://postgres@127.0.0.1:{}/chaos",
-            postgres_proxy.port()
-        );
         let redis_settings =
             RedisSettings::new(format!("redis://127.0.0.1:{}", redis_proxy.port()), "chaos");
         let encryption = SealingKey::random().expect("key").to_base64();
         let registry = random_key();
         let env: Vec<(String, String)> = [
-            ("DATABASE_URL", through_proxy.as_str()),
+            ("DATABASE_URL", database_url.as_str()),
+            (
+                "APP_DATABASE_DIRECT_URL",
+                database_url_direct(topology, &database_url, &direct),
+            ),
             ("REDIS_URL", redis_settings.url.expose()),
             ("APP_REDIS_NAMESPACE", "chaos"),
             ("APP_ENCRYPTION_KEY", &encryption),
@@ -168,6 +216,8 @@ impl Fleet {
         std::fs::create_dir_all(&logs).expect("log directory");
         let mut fleet = Self {
             postgres,
+            standby,
+            pgbouncer,
             redis,
             postgres_proxy,
             redis_proxy,
@@ -185,6 +235,43 @@ impl Fleet {
         }
         fleet.wait_for_api().await;
         fleet
+    }
+
+    /// The fleet's one account, its rate limit lifted, and a key of it.
+    async fn provision(pool: &Pool) -> String {
+        let client = pool.get().await.expect("connect");
+        let account = provisioning::create_account(&client, "Chaos", &PolicyDefaults::default())
+            .await
+            .expect("account")
+            .id;
+        let update = PlanUpdate {
+            rate_per_minute: Some(1_000_000),
+            ..Default::default()
+        };
+        db::accounts::update_plan(&client, Actor::Operator, account, &update)
+            .await
+            .expect("lift the rate limit");
+        let scopes = [Scope::ModeratePrompt, Scope::JobRead, Scope::WebhookManage];
+        provisioning::issue_key(
+            &client,
+            Actor::Operator,
+            account,
+            Some("chaos"),
+            Some(&scopes),
+            None,
+        )
+        .await
+        .expect("key")
+        .key
+    }
+
+    /// Fails the primary over to the standby: kills the primary as a crash would, waits
+    /// `detection` (what a failover tool takes to notice), then promotes the standby.
+    pub async fn fail_over(&self, detection: Duration) {
+        let standby = self.standby.as_ref().expect("a fleet with a standby");
+        tokio::task::block_in_place(|| self.postgres.kill());
+        tokio::time::sleep(detection).await;
+        tokio::task::block_in_place(|| standby.promote());
     }
 
     /// Starts `role` (after [`Self::kill`]).
@@ -239,6 +326,14 @@ impl Fleet {
             })
             .collect::<Vec<_>>()
             .join("\n")
+    }
+}
+
+/// `APP_DATABASE_DIRECT_URL`: straight to the cluster behind PgBouncer, else `DATABASE_URL`.
+fn database_url_direct<'a>(topology: Topology, database_url: &'a str, direct: &'a str) -> &'a str {
+    match topology {
+        Topology::PgBouncer => direct,
+        Topology::Proxied | Topology::Standby => database_url,
     }
 }
 

@@ -16,6 +16,7 @@ pub mod forms;
 pub mod media;
 pub mod model_server;
 pub mod openai;
+pub mod pgbouncer;
 pub mod plans;
 pub mod postgres;
 pub mod proxy;

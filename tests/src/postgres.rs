@@ -1,7 +1,8 @@
 //! A Postgres cluster of a test's own on a free port, so restarting it disturbs no other test.
 //! Made with the server's own `initdb` and `pg_ctl` (Debian's postgresql package) in a
 //! temporary directory, trust authentication on loopback, removed when dropped. As root (CI),
-//! the server runs as the `postgres` user, which `initdb` requires.
+//! the server runs as the `postgres` user, which `initdb` requires. A streaming standby of one
+//! is copied with `pg_basebackup -R`, and promoted with `pg_ctl promote`.
 
 use std::{
     path::{Path, PathBuf},
@@ -18,6 +19,44 @@ pub struct PrivatePostgres {
 impl PrivatePostgres {
     /// Makes and starts one.
     pub fn start() -> Self {
+        let cluster = Self::empty();
+        cluster.pg(
+            "initdb",
+            &["--auth=trust", "--username=postgres", "--no-sync", "-D"],
+            true,
+        );
+        cluster.start_server();
+        cluster
+    }
+
+    /// Copies `primary` (`pg_basebackup -R`: a standby that streams from it) and starts the
+    /// copy, which answers read-only until [`Self::promote`]d.
+    pub fn standby_of(primary: &PrivatePostgres) -> Self {
+        let cluster = Self::empty();
+        let port = primary.port.to_string();
+        cluster.pg(
+            "pg_basebackup",
+            &[
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-U",
+                "postgres",
+                "-X",
+                "stream",
+                "-R",
+                "--no-sync",
+                "-D",
+            ],
+            true,
+        );
+        cluster.start_server();
+        cluster
+    }
+
+    /// A new directory for a cluster on a free port, owned by `postgres` when we are root.
+    fn empty() -> Self {
         let port = crate::unused_port();
         let dir = std::env::temp_dir().join(format!("mt-pg-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).expect("make the cluster's directory");
@@ -31,13 +70,22 @@ impl PrivatePostgres {
                 .args(["-R", "postgres:postgres"])
                 .arg(&cluster.dir));
         }
-        cluster.pg(
-            "initdb",
-            &["--auth=trust", "--username=postgres", "--no-sync", "-D"],
-            true,
-        );
-        cluster.start_server();
         cluster
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Kills it as a crash would (`pg_ctl stop -m immediate`: no checkpoint, every session cut).
+    pub fn kill(&self) {
+        self.pg_ctl(&["stop", "-m", "immediate", "-w"]);
+    }
+
+    /// Makes a standby the primary (`pg_ctl promote`), waiting until it takes writes.
+    pub fn promote(&self) {
+        self.pg_ctl(&["promote", "-w"]);
     }
 
     /// The base URL (no database) of the cluster.
@@ -90,14 +138,7 @@ impl PrivatePostgres {
 
     /// A server program, run as `postgres` when we are root.
     fn command(&self, program: &str) -> Command {
-        let program = self.bin.join(program);
-        if is_root() {
-            let mut command = Command::new("runuser");
-            command.args(["-u", "postgres", "--"]).arg(program);
-            command
-        } else {
-            Command::new(program)
-        }
+        as_postgres(self.bin.join(program))
     }
 }
 
@@ -125,11 +166,22 @@ fn server_bin() -> PathBuf {
     versions.pop().expect("an initdb under /usr/lib/postgresql")
 }
 
-fn is_root() -> bool {
+/// `program`, run as `postgres` when we are root (`initdb` and PgBouncer refuse root).
+pub(crate) fn as_postgres(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    if is_root() {
+        let mut command = Command::new("runuser");
+        command.args(["-u", "postgres", "--"]).arg(program);
+        command
+    } else {
+        Command::new(program)
+    }
+}
+
+pub(crate) fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
-fn run(command: &mut Command) {
+pub(crate) fn run(command: &mut Command) {
     let out = command.output().expect("run a Postgres program");
     assert!(
         out.status.success(),

@@ -19,6 +19,7 @@ use std::{
 use apalis::layers::WorkerBuilderExt;
 use apalis_core::{monitor::Monitor, worker::builder::WorkerBuilder, worker::event::Event};
 use moderation_shared::{
+    config::DatabaseSettings,
     db::{self, Pool},
     lifecycle::Lifecycle,
     queue::{relay::Relay, JobQueue, StreamBackend},
@@ -78,7 +79,7 @@ pub struct Worker {
     metrics: MetricsListener,
     pool: Pool,
     /// Claims' connections (see [`JobStore`]).
-    unflushed: Pool,
+    claims: Pool,
     redis: RedisConn,
     checks: Arc<Checks>,
     stats: WorkerStats,
@@ -88,7 +89,10 @@ impl Worker {
     /// Connects to Postgres and Redis and binds the metrics port.
     pub async fn build(settings: WorkerSettings) -> Result<Self, StartupError> {
         let (pool, redis) = runtime::connect(&settings.database, &settings.redis).await?;
-        let unflushed = db::unflushed_pool(&settings.database, jobs::store::IN_FLIGHT)?;
+        let claims = db::pool(&DatabaseSettings {
+            pool_size: jobs::store::IN_FLIGHT,
+            ..settings.database.clone()
+        })?;
         let metrics = MetricsListener::bind(settings.metrics_addr).await?;
         let checks = Arc::new(Checks::build(&settings, pool.clone())?);
         if settings.url_guard.allows_private() {
@@ -103,7 +107,7 @@ impl Worker {
             settings,
             metrics,
             pool,
-            unflushed,
+            claims,
             redis,
             checks,
             stats: WorkerStats::default(),
@@ -162,7 +166,7 @@ impl Worker {
             pool: self.pool.clone(),
             store: JobStore::start(
                 self.pool.clone(),
-                self.unflushed.clone(),
+                self.claims.clone(),
                 self.settings.queue.lease,
             ),
             leases,

@@ -317,6 +317,8 @@ async fn submit(
         .await
         .map_err(|_| unavailable(anyhow::anyhow!("the job was not stored in time")))?
         .map_err(|err| match err {
+            // The connection lost under the batch (a failover): its insert may have landed.
+            BatchError::Failed(err) if err.is_unavailable() => unavailable(err.into()),
             BatchError::Failed(err) => ApiError::from(err),
             outage @ BatchError::Outage(_) => unavailable(outage.into()),
             stopped @ BatchError::Stopped => ApiError::unavailable(stopped),

@@ -797,6 +797,15 @@ pub struct ClaimRequest {
 /// was lost) is answered [`Claim::Claimed`] again, without another attempt. Anything else is a
 /// duplicate, and so is every request for a job but the first when one call asks for a job
 /// twice. One answer per request, in order.
+///
+/// The claim commits without waiting for the write-ahead log to reach disk (or a synchronous
+/// standby): the statement sets `synchronous_commit` off for its own transaction
+/// (`set_config(..., true)`, which works behind PgBouncer in transaction mode, where a
+/// session setting would not). A crash may lose a claim, never corrupt anything, and only
+/// together with everything committed after it (the log is flushed in order, and the job's
+/// result waits for its flush), so a lost claim is a job queued again as if its worker had
+/// died. Run it on its own, not inside a transaction of the caller's, whose commit it would
+/// make unflushed too.
 pub async fn claim_many(
     client: &impl BatchClient,
     requests: &[ClaimRequest],
@@ -819,7 +828,10 @@ pub async fn claim_many(
                              updated_at = now()
              FROM unnest($2::uuid[], $3::bool[], $4::text[], $5::uuid[])
                       WITH ORDINALITY AS r(id, redelivery, stage, token, ord),
-                  accounts a
+                  accounts a,
+                  -- Every row updated joins this one, so the setting is made before the
+                  -- first write; it lasts until this statement's own commit.
+                  (SELECT set_config('synchronous_commit', 'off', true)) AS unflushed
              WHERE jobs.id = r.id AND a.id = jobs.account_id
                AND ((jobs.status = 'processing' AND jobs.claim_token = r.token)
                     OR (jobs.attempts < $1

@@ -17,9 +17,9 @@ use deadpool_postgres::{Manager, ManagerConfig, RecyclingMethod, Runtime};
 /// A connection or transaction that sends statements unnamed (see the module documentation):
 /// `&**pooled` or `&*transaction`.
 pub use tokio_postgres::GenericClient as BatchClient;
-use tokio_postgres::{NoTls, Row};
+use tokio_postgres::{error::SqlState, NoTls, Row};
 
-use crate::config::{ConfigError, DatabaseSettings};
+use crate::config::{postgres_config, ConfigError, DatabaseSettings, PG_CONNECT_TIMEOUT};
 
 pub mod accounts;
 pub mod api_keys;
@@ -74,6 +74,50 @@ pub enum DbError {
     },
 }
 
+impl DbError {
+    /// Whether the failure is Postgres being out of reach rather than anything about the
+    /// statement: no connection in time, no answer by the deadline, or the connection lost
+    /// under the statement (a restart, a failover, a cut network; see [`connection_lost`]).
+    /// Another try, soon, may succeed; the api answers it 503.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            DbError::Pool(_) | DbError::Deadline(_) => true,
+            DbError::Query(err) => connection_lost(err),
+            DbError::Migration(_) | DbError::UnknownValue { .. } => false,
+        }
+    }
+}
+
+/// Whether `err` says the connection itself failed: it was closed or broke (a socket error),
+/// or the server said so: SQLSTATE class 08 (connection exception), `57P01`/`57P02`/`57P03`
+/// (shut down by an administrator or a crash, or not yet accepting connections), or `25006`
+/// (a read-only transaction: the host was a primary and is now a standby).
+pub fn connection_lost(err: &tokio_postgres::Error) -> bool {
+    if err.is_closed() {
+        return true;
+    }
+    if let Some(code) = err.code() {
+        return code.code().starts_with("08")
+            || [
+                SqlState::ADMIN_SHUTDOWN,
+                SqlState::CRASH_SHUTDOWN,
+                SqlState::CANNOT_CONNECT_NOW,
+                SqlState::READ_ONLY_SQL_TRANSACTION,
+            ]
+            .contains(code);
+    }
+    // A socket error; tokio-postgres also reports a malformed message with an I/O error of
+    // kind `InvalidInput` or `InvalidData`, which is no lost connection.
+    std::error::Error::source(err)
+        .and_then(|source| source.downcast_ref::<std::io::Error>())
+        .is_some_and(|io| {
+            !matches!(
+                io.kind(),
+                std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidData
+            )
+        })
+}
+
 /// Reads the text column `column` of `row` as a domain word.
 fn parse_word<T: FromStr>(row: &Row, column: &'static str) -> Result<T, DbError> {
     word(column, row.try_get(column)?)
@@ -94,41 +138,11 @@ fn word<T: FromStr>(column: &'static str, raw: &str) -> Result<T, DbError> {
 }
 
 /// Builds the connection pool. Connections are opened lazily, so this succeeds while Postgres
-/// is down; callers see [`DbError::Pool`] until it is back.
+/// is down; callers see [`DbError::Pool`] until it is back. A connection that broke (a
+/// restart, a failover, a cut network) is dropped when it next leaves the pool, and the next
+/// one opened goes to whichever host of a multi-host URL is the primary then.
 pub fn pool(settings: &DatabaseSettings) -> Result<Pool, ConfigError> {
-    build_pool(settings, settings.pool_size, None)
-}
-
-/// A pool of `size` connections whose commits do not wait for the write-ahead log to reach
-/// disk (`synchronous_commit = off`): a crash may lose their last fraction of a second of
-/// commits, never corrupt anything. Use it only for writes whose loss a later synchronous
-/// commit cannot outlive: the log is flushed in order, so a write is lost only together with
-/// everything committed after it.
-pub fn unflushed_pool(settings: &DatabaseSettings, size: usize) -> Result<Pool, ConfigError> {
-    build_pool(settings, size, Some("-c synchronous_commit=off"))
-}
-
-fn build_pool(
-    settings: &DatabaseSettings,
-    size: usize,
-    options: Option<&str>,
-) -> Result<Pool, ConfigError> {
-    let mut pg: tokio_postgres::Config = settings
-        .url
-        .expose()
-        .parse()
-        .map_err(|e: tokio_postgres::Error| ConfigError::new("DATABASE_URL", e.to_string()))?;
-    pg.connect_timeout(Duration::from_secs(3));
-    if pg.get_application_name().is_none() {
-        pg.application_name("moderation");
-    }
-    if let Some(options) = options {
-        let merged = match pg.get_options() {
-            Some(given) => format!("{given} {options}"),
-            None => options.to_owned(),
-        };
-        pg.options(merged);
-    }
+    let pg = postgres_config(settings.url.expose(), "DATABASE_URL")?;
     let manager = Manager::from_config(
         pg,
         NoTls,
@@ -137,10 +151,10 @@ fn build_pool(
         },
     );
     Pool::builder(manager)
-        .max_size(size.max(1))
+        .max_size(settings.pool_size.max(1))
         .wait_timeout(Some(settings.acquire_timeout))
-        .create_timeout(Some(Duration::from_secs(3)))
-        .recycle_timeout(Some(Duration::from_secs(3)))
+        .create_timeout(Some(PG_CONNECT_TIMEOUT))
+        .recycle_timeout(Some(PG_CONNECT_TIMEOUT))
         .runtime(Runtime::Tokio1)
         .build()
         .map_err(|e| ConfigError::new("DATABASE_URL", e.to_string()))

@@ -449,34 +449,37 @@ async fn the_relay_enqueues_a_missing_job_once_and_one_relay_runs_a_round() {
 }
 
 #[tokio::test]
-async fn claims_commit_without_waiting_for_the_disk_and_everything_else_waits() {
+async fn a_claim_commits_unflushed_and_nothing_else_does() {
     use moderation_shared::{
-        config::{DatabaseSettings, Secret},
-        db,
+        db::jobs::{claim_many, Claim, ClaimRequest},
+        domain::{ClaimToken, JobStage},
     };
     let app = spawn_app().await;
-    let with_options = DatabaseSettings {
-        url: Secret::new(format!(
-            "{}?options=-c%20statement_timeout%3D4321",
-            app.db.settings.url.expose()
-        )),
-        ..app.db.settings.clone()
-    };
-    let show = |pool: db::Pool| async move {
-        let client = pool.get().await.unwrap();
-        let row = client
-            .query_one(
-                "SELECT current_setting('synchronous_commit'), current_setting('statement_timeout')",
-                &[],
-            )
-            .await
-            .unwrap();
-        (row.get::<_, String>(0), row.get::<_, String>(1))
+    let job = insert_jobs(&app, TEXT, 1, true).await[0];
+    let mut client = app.db.pool.get().await.unwrap();
+    let setting = "SELECT current_setting('synchronous_commit')";
+    let request = ClaimRequest {
+        id: job,
+        token: ClaimToken::new(),
+        redelivery: false,
+        first_stage: JobStage::Classifying,
     };
 
-    let unflushed = show(db::unflushed_pool(&with_options, 2).unwrap()).await;
-    let flushed = show(db::pool(&with_options).unwrap()).await;
+    let before: String = client.query_one(setting, &[]).await.unwrap().get(0);
+    // In a transaction only to look at the setting before the claim's commit.
+    let tx = client.transaction().await.unwrap();
+    let claims = claim_many(&*tx, &[request], 5, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let during: String = tx.query_one(setting, &[]).await.unwrap().get(0);
+    tx.commit().await.unwrap();
+    let after: String = client.query_one(setting, &[]).await.unwrap().get(0);
 
-    assert_eq!(unflushed, ("off".to_owned(), "4321ms".to_owned()));
-    assert_eq!(flushed, ("on".to_owned(), "4321ms".to_owned()));
+    assert!(matches!(claims[..], [Claim::Claimed(_)]), "{claims:?}");
+    assert_eq!(before, "on", "a pooled connection commits flushed");
+    assert_eq!(during, "off", "the claim's transaction commits unflushed");
+    assert_eq!(
+        after, "on",
+        "the setting ended with the claim's transaction"
+    );
 }

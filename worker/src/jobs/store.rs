@@ -9,9 +9,9 @@
 //! request at a time by the [`Batcher`]; each claim and result carries its delivery's token,
 //! so such a re-run recognises its own committed write and answers as the first run did.
 //!
-//! Claims commit without waiting for the disk ([`db::unflushed_pool`]). A claim lost in a
-//! crash is lost together with everything the job did after it (the log is flushed in order,
-//! and the result's commit waits for it), so the job is simply queued again, as if the
+//! Claims commit without waiting for the disk (see [`db::jobs::claim_many`]). A claim lost in
+//! a crash is lost together with everything the job did after it (the log is flushed in
+//! order, and the result's commit waits for it), so the job is simply queued again, as if the
 //! worker had died; the wait saved is one log flush per job, most of a claim's time under load.
 
 use std::time::Duration;
@@ -40,13 +40,13 @@ pub struct JobStore {
 
 impl JobStore {
     /// Starts the batching tasks (call it inside the Tokio runtime): claims, each leasing its
-    /// job for `lease`, through `unflushed` (a [`db::unflushed_pool`] of [`IN_FLIGHT`]
-    /// connections), results through `pool`.
-    pub fn start(pool: Pool, unflushed: Pool, lease: Duration) -> Self {
+    /// job for `lease`, through `claims` (a pool of their own, of [`IN_FLIGHT`] connections, so
+    /// they never wait behind other work), results through `pool`.
+    pub fn start(pool: Pool, claims: Pool, lease: Duration) -> Self {
         Self {
             claims: Batcher::spawn(
                 Claims {
-                    pool: unflushed,
+                    pool: claims,
                     lease,
                 },
                 MAX_BATCH,

@@ -4,6 +4,7 @@ mod auth;
 mod endpoint;
 mod errors;
 mod export;
+mod failover;
 mod health;
 mod idempotency;
 mod jobs;

@@ -7,17 +7,19 @@
 //! A client here behaves as the docs tell one to: every submission carries an
 //! `Idempotency-Key` and is sent again, with the same key, until it is answered 202.
 
+mod postgres;
+
 use std::{
     collections::{HashMap, HashSet},
     sync::{
         atomic::{AtomicUsize, Ordering},
-        Arc,
+        Arc, Mutex,
     },
     time::{Duration, Instant},
 };
 
 use futures_util::future::BoxFuture;
-use moderation_tests::fleet::{Fleet, Role};
+use moderation_tests::fleet::{Fleet, Role, Topology};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -37,6 +39,15 @@ struct Stream {
     accepted: HashMap<String, Uuid>,
     /// Answers that came later than the deadline allows.
     late: usize,
+    /// Every answer's status, with when its request was sent.
+    answers: Vec<(Instant, u16)>,
+}
+
+impl Stream {
+    /// How many answers had `status`.
+    fn answered(&self, status: u16) -> usize {
+        self.answers.iter().filter(|(_, s)| *s == status).count()
+    }
 }
 
 /// Where the stream submits.
@@ -55,10 +66,12 @@ async fn stream(target: Target, scenario: String) -> Stream {
         .build()
         .unwrap();
     let late = Arc::new(AtomicUsize::new(0));
+    let answers = Arc::new(Mutex::new(Vec::new()));
     let gap = STREAM / JOBS as u32;
     let submissions = (0..JOBS).map(|i| {
         let client = client.clone();
         let late = late.clone();
+        let answers = answers.clone();
         let text = format!("chaos {scenario} {i}");
         let url = format!("{}/api/v1/moderate/prompt", target.api_url);
         let hook = target.hook.clone();
@@ -85,6 +98,8 @@ async fn stream(target: Target, scenario: String) -> Stream {
                         if sent.elapsed() > DEADLINE + SLACK {
                             late.fetch_add(1, Ordering::Relaxed);
                         }
+                        let status = response.status().as_u16();
+                        answers.lock().unwrap().push((sent, status));
                         if response.status() == 202 {
                             let body: Value = response.json().await.unwrap();
                             let id = body["job_id"].as_str().unwrap().parse().unwrap();
@@ -106,9 +121,11 @@ async fn stream(target: Target, scenario: String) -> Stream {
         .await
         .into_iter()
         .collect();
+    let answers = std::mem::take(&mut *answers.lock().unwrap());
     Stream {
         accepted,
         late: late.load(Ordering::Relaxed),
+        answers,
     }
 }
 
@@ -184,7 +201,15 @@ async fn scenario<F>(name: &str, fault: F)
 where
     F: for<'a> FnOnce(&'a mut Fleet) -> BoxFuture<'a, ()>,
 {
-    let mut fleet = Fleet::start().await;
+    scenario_on(Topology::Proxied, name, fault).await;
+}
+
+/// [`scenario`] on a fleet reaching Postgres as `topology` says.
+async fn scenario_on<F>(topology: Topology, name: &str, fault: F)
+where
+    F: for<'a> FnOnce(&'a mut Fleet) -> BoxFuture<'a, ()>,
+{
+    let mut fleet = Fleet::start_on(topology).await;
     let target = Target {
         api_url: fleet.api_url.clone(),
         key: fleet.key.clone(),
@@ -206,7 +231,8 @@ where
     let recovered = healed.elapsed();
     println!(
         "chaos {name}: submitted {JOBS}, accepted {}, completed {}, lost {}, duplicated {}, \
-         webhooks delivered {} (received {}), late answers {}, recovered in {:.1} s",
+         webhooks delivered {} (received {}), late answers {}, answers 503 {}, answers 500 {}, \
+         recovered in {:.1} s",
         last.accepted,
         last.completed,
         JOBS - last.completed,
@@ -214,6 +240,8 @@ where
         last.delivered,
         last.received,
         stream.late,
+        stream.answered(503),
+        stream.answered(500),
         recovered.as_secs_f64()
     );
     let expected = Tally {

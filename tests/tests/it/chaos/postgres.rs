@@ -1,0 +1,169 @@
+//! Postgres beyond one node (contract 16): the primary killed and its synchronous standby
+//! promoted under the stream, with `DATABASE_URL` listing both hosts; and the fleet through
+//! PgBouncer with the dispatcher's `LISTEN` on `APP_DATABASE_DIRECT_URL`.
+
+use std::{
+    collections::HashMap,
+    time::{Duration, Instant},
+};
+
+use moderation_tests::fleet::{Fleet, Topology};
+use uuid::Uuid;
+
+use super::{after, scenario_on, stream, tally, Tally, Target, JOBS, RECOVERY};
+
+/// What a failover tool takes to notice the primary is gone before it promotes the standby.
+const DETECTION: Duration = Duration::from_secs(1);
+
+/// Makes the database record every move of a job into a terminal state (a test-only trigger
+/// in the fleet's database, no migration), so a job ending twice shows.
+async fn record_terminal_transitions(fleet: &Fleet) {
+    let client = fleet.pool.get().await.unwrap();
+    client
+        .batch_execute(
+            "CREATE TABLE terminal_transitions (
+                 job_id uuid NOT NULL,
+                 status text NOT NULL,
+                 at timestamptz NOT NULL DEFAULT clock_timestamp());
+             CREATE FUNCTION record_terminal_transition() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 INSERT INTO terminal_transitions (job_id, status) VALUES (NEW.id, NEW.status);
+                 RETURN NULL;
+             END $$;
+             CREATE TRIGGER record_terminal_transition AFTER UPDATE OF status ON jobs
+                 FOR EACH ROW
+                 WHEN (OLD.status IS DISTINCT FROM NEW.status
+                       AND NEW.status IN ('completed', 'failed'))
+                 EXECUTE FUNCTION record_terminal_transition();",
+        )
+        .await
+        .unwrap();
+}
+
+/// Per job of the scenario: its status, terminal transitions, deliveries and delivered ones.
+async fn per_job(fleet: &Fleet, scenario: &str) -> HashMap<Uuid, (String, i64, i64, i64)> {
+    let client = fleet.pool.get().await.unwrap();
+    client
+        .query(
+            "SELECT j.id, j.status,
+                    (SELECT count(*) FROM terminal_transitions t WHERE t.job_id = j.id),
+                    (SELECT count(*) FROM deliveries d WHERE d.job_id = j.id),
+                    (SELECT count(*) FROM deliveries d
+                      WHERE d.job_id = j.id AND d.state = 'delivered')
+             FROM jobs j WHERE j.content LIKE $1",
+            &[&format!("chaos {scenario} %")],
+        )
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|row| (row.get(0), (row.get(1), row.get(2), row.get(3), row.get(4))))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "the chaos tier: scripts/chaos"]
+async fn postgres_primary_killed_and_its_synchronous_standby_promoted() {
+    let name = "postgres-failover";
+    let fleet = Fleet::start_on(Topology::Standby).await;
+    record_terminal_transitions(&fleet).await;
+    let target = Target {
+        api_url: fleet.api_url.clone(),
+        key: fleet.key.clone(),
+        hook: fleet.receiver.url("/hook"),
+    };
+    let streaming = tokio::spawn(stream(target, name.to_owned()));
+    after(Duration::from_secs(2)).await;
+
+    let killed = Instant::now();
+    fleet.fail_over(DETECTION).await;
+    let promoted = killed.elapsed();
+    let stream = streaming.await.unwrap();
+    let want = stream.accepted.len();
+    let deadline = Instant::now() + RECOVERY;
+    let settled = |jobs: &HashMap<Uuid, (String, i64, i64, i64)>| {
+        stream.accepted.values().all(|id| {
+            jobs.get(id)
+                .is_some_and(|(status, _, _, delivered)| status == "completed" && *delivered >= 1)
+        })
+    };
+    let mut jobs = per_job(&fleet, name).await;
+    let mut last = tally(&fleet, name, &stream.accepted).await;
+    while !(settled(&jobs) && last.received >= want) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        jobs = per_job(&fleet, name).await;
+        last = tally(&fleet, name, &stream.accepted).await;
+    }
+    let settled_after = killed.elapsed();
+    // Submissions resumed: the first one sent after the kill that was accepted.
+    let resumed = stream
+        .answers
+        .iter()
+        .filter(|(sent, status)| *sent >= killed && *status == 202)
+        .map(|(sent, _)| sent.duration_since(killed))
+        .min();
+    println!(
+        "chaos {name}: submitted {JOBS}, accepted {}, completed {}, duplicated {}, webhooks \
+         delivered {} (received {}), answers 503 {}, answers 500 {}, late answers {}; standby \
+         promoted {:.1} s after the kill (detection {:.1} s), first submission accepted {} \
+         after the kill, every job settled {:.1} s after the kill",
+        last.accepted,
+        last.completed,
+        last.duplicated,
+        last.delivered,
+        last.received,
+        stream.answered(503),
+        stream.answered(500),
+        stream.late,
+        promoted.as_secs_f64(),
+        DETECTION.as_secs_f64(),
+        resumed.map_or("never".to_owned(), |d| format!("{:.2} s", d.as_secs_f64())),
+        settled_after.as_secs_f64(),
+    );
+
+    let logs = fleet.log_tails(30);
+    assert_eq!(
+        stream.answered(500),
+        0,
+        "{name}: a 500 was answered\n{logs}"
+    );
+    assert_eq!(
+        last,
+        Tally {
+            accepted: JOBS,
+            completed: JOBS,
+            duplicated: 0,
+            delivered: JOBS,
+            received: JOBS,
+        },
+        "{name}\n{logs}"
+    );
+    for id in stream.accepted.values() {
+        assert_eq!(
+            jobs.get(id),
+            Some(&("completed".to_owned(), 1, 1, 1)),
+            "{name}: job {id} (status, terminal transitions, deliveries, delivered)"
+        );
+    }
+    let unsettled = jobs
+        .values()
+        .filter(|(status, ..)| status == "queued" || status == "processing")
+        .count();
+    assert_eq!(unsettled, 0, "{name}: jobs left queued or processing");
+    assert_eq!(stream.late, 0, "{name}: answers later than the deadline");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "the chaos tier: scripts/chaos"]
+async fn the_fleet_through_pgbouncer_delivers_every_job() {
+    scenario_on(Topology::PgBouncer, "pgbouncer", |fleet| {
+        Box::pin(async move {
+            after(Duration::from_secs(2)).await;
+            let bouncer = fleet.pgbouncer.as_ref().unwrap();
+            assert!(
+                bouncer.clients_of("chaos").await > 0,
+                "the fleet's connections go through PgBouncer"
+            );
+        })
+    })
+    .await;
+}
