@@ -266,12 +266,15 @@ impl Fleet {
     }
 
     /// Fails the primary over to the standby: kills the primary as a crash would, waits
-    /// `detection` (what a failover tool takes to notice), then promotes the standby.
-    pub async fn fail_over(&self, detection: Duration) {
+    /// `detection` (what a failover tool takes to notice), then promotes the standby. Returns
+    /// when the promotion began.
+    pub async fn fail_over(&self, detection: Duration) -> std::time::Instant {
         let standby = self.standby.as_ref().expect("a fleet with a standby");
         tokio::task::block_in_place(|| self.postgres.kill());
         tokio::time::sleep(detection).await;
+        let promoting = std::time::Instant::now();
         tokio::task::block_in_place(|| standby.promote());
+        promoting
     }
 
     /// Starts `role` (after [`Self::kill`]).

@@ -46,6 +46,8 @@ impl PrivatePostgres {
                 "-X",
                 "stream",
                 "-R",
+                // Without it the copy waits for a spread checkpoint: minutes.
+                "--checkpoint=fast",
                 "--no-sync",
                 "-D",
             ],

@@ -39,14 +39,14 @@ struct Stream {
     accepted: HashMap<String, Uuid>,
     /// Answers that came later than the deadline allows.
     late: usize,
-    /// Every answer's status, with when its request was sent.
-    answers: Vec<(Instant, u16)>,
+    /// Every answer: when its request was sent, when it was answered, its status.
+    answers: Vec<(Instant, Instant, u16)>,
 }
 
 impl Stream {
     /// How many answers had `status`.
     fn answered(&self, status: u16) -> usize {
-        self.answers.iter().filter(|(_, s)| *s == status).count()
+        self.answers.iter().filter(|(_, _, s)| *s == status).count()
     }
 }
 
@@ -99,7 +99,7 @@ async fn stream(target: Target, scenario: String) -> Stream {
                             late.fetch_add(1, Ordering::Relaxed);
                         }
                         let status = response.status().as_u16();
-                        answers.lock().unwrap().push((sent, status));
+                        answers.lock().unwrap().push((sent, Instant::now(), status));
                         if response.status() == 202 {
                             let body: Value = response.json().await.unwrap();
                             let id = body["job_id"].as_str().unwrap().parse().unwrap();

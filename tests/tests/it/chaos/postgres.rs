@@ -12,9 +12,6 @@ use uuid::Uuid;
 
 use super::{after, scenario_on, stream, tally, Tally, Target, JOBS, RECOVERY};
 
-/// What a failover tool takes to notice the primary is gone before it promotes the standby.
-const DETECTION: Duration = Duration::from_secs(1);
-
 /// Makes the database record every move of a job into a terminal state (a test-only trigger
 /// in the fleet's database, no migration), so a job ending twice shows.
 async fn record_terminal_transitions(fleet: &Fleet) {
@@ -60,10 +57,32 @@ async fn per_job(fleet: &Fleet, scenario: &str) -> HashMap<Uuid, (String, i64, i
         .collect()
 }
 
+/// Seconds from `origin` to `at`, negative before it.
+fn signed_secs(at: Instant, origin: Instant) -> f64 {
+    if at >= origin {
+        at.duration_since(origin).as_secs_f64()
+    } else {
+        -origin.duration_since(at).as_secs_f64()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "the chaos tier: scripts/chaos"]
-async fn postgres_primary_killed_and_its_synchronous_standby_promoted() {
-    let name = "postgres-failover";
+async fn postgres_primary_killed_and_its_synchronous_standby_promoted_a_second_later() {
+    failover("postgres-failover", Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "the chaos tier: scripts/chaos"]
+async fn postgres_primary_killed_and_its_standby_promoted_after_the_request_deadline() {
+    // Longer than the api's deadline (3 s): requests meanwhile must answer 503, not wait.
+    failover("postgres-failover-slow", Duration::from_secs(5)).await;
+}
+
+/// The stream of submissions, and `detection` (what a failover tool takes to notice) after
+/// the primary is killed, the standby promoted; then every accepted job must end exactly
+/// once, with one delivery, delivered, and no request may have been answered 500.
+async fn failover(name: &str, detection: Duration) {
     let fleet = Fleet::start_on(Topology::Standby).await;
     record_terminal_transitions(&fleet).await;
     let target = Target {
@@ -75,7 +94,7 @@ async fn postgres_primary_killed_and_its_synchronous_standby_promoted() {
     after(Duration::from_secs(2)).await;
 
     let killed = Instant::now();
-    fleet.fail_over(DETECTION).await;
+    let promoting = fleet.fail_over(detection).await;
     let promoted = killed.elapsed();
     let stream = streaming.await.unwrap();
     let want = stream.accepted.len();
@@ -94,18 +113,39 @@ async fn postgres_primary_killed_and_its_synchronous_standby_promoted() {
         last = tally(&fleet, name, &stream.accepted).await;
     }
     let settled_after = killed.elapsed();
-    // Submissions resumed: the first one sent after the kill that was accepted.
+    // Submissions resumed: the first acceptance once the promotion began.
     let resumed = stream
         .answers
         .iter()
-        .filter(|(sent, status)| *sent >= killed && *status == 202)
-        .map(|(sent, _)| sent.duration_since(killed))
+        .filter(|(_, answered, status)| *answered >= promoting && *status == 202)
+        .map(|(_, answered, _)| answered.duration_since(promoting))
         .min();
+    // When the 503s were answered, from the kill.
+    let unavailable: Vec<f64> = stream
+        .answers
+        .iter()
+        .filter(|(_, _, status)| *status == 503)
+        .map(|(_, answered, _)| signed_secs(*answered, killed))
+        .collect();
+    let span = match (
+        unavailable.iter().copied().reduce(f64::min),
+        unavailable.iter().copied().reduce(f64::max),
+    ) {
+        (Some(first), Some(last)) => format!("from {first:+.2} s to {last:+.2} s"),
+        _ => "none".to_owned(),
+    };
+    let slowest = stream
+        .answers
+        .iter()
+        .map(|(sent, answered, _)| answered.duration_since(*sent))
+        .max()
+        .unwrap_or_default();
     println!(
         "chaos {name}: submitted {JOBS}, accepted {}, completed {}, duplicated {}, webhooks \
          delivered {} (received {}), answers 503 {}, answers 500 {}, late answers {}; standby \
          promoted {:.1} s after the kill (detection {:.1} s), first submission accepted {} \
-         after the kill, every job settled {:.1} s after the kill",
+         after the promotion began, slowest answer {:.2} s, every job settled {:.1} s after the \
+         kill; 503s answered (from the kill): {span}",
         last.accepted,
         last.completed,
         last.duplicated,
@@ -115,8 +155,9 @@ async fn postgres_primary_killed_and_its_synchronous_standby_promoted() {
         stream.answered(500),
         stream.late,
         promoted.as_secs_f64(),
-        DETECTION.as_secs_f64(),
+        detection.as_secs_f64(),
         resumed.map_or("never".to_owned(), |d| format!("{:.2} s", d.as_secs_f64())),
+        slowest.as_secs_f64(),
         settled_after.as_secs_f64(),
     );
 
