@@ -186,3 +186,41 @@ async fn a_submission_whose_connection_is_lost_after_its_insert_answers_503_with
     let job: Value = read.json().await.unwrap();
     assert_eq!(job["status"], "queued");
 }
+
+#[tokio::test]
+async fn a_lost_connection_or_a_demoted_host_is_unavailable_and_a_bad_statement_is_not() {
+    use moderation_shared::db::DbError;
+    let app = moderation_tests::spawn_app().await;
+    let mut client = app.db.pool.get().await.unwrap();
+    let doomed = app.db.pool.get().await.unwrap();
+    let pid: i32 = doomed
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+
+    // A write in a read-only transaction fails as it does on a host demoted to standby.
+    let tx = client
+        .build_transaction()
+        .read_only(true)
+        .start()
+        .await
+        .unwrap();
+    let read_only = tx
+        .execute("CREATE TABLE demoted (x int)", &[])
+        .await
+        .unwrap_err();
+    drop(tx);
+    let misspelt = client.execute("SELEC 1", &[]).await.unwrap_err();
+    // As a failover or a restart ends every session.
+    client
+        .execute("SELECT pg_terminate_backend($1, 5000)", &[&pid])
+        .await
+        .unwrap();
+    let ended = doomed.execute("SELECT 1", &[]).await.unwrap_err();
+
+    assert_eq!(read_only.code().map(|c| c.code()), Some("25006"));
+    assert!(DbError::from(read_only).is_unavailable());
+    assert!(DbError::from(ended).is_unavailable());
+    assert!(!DbError::from(misspelt).is_unavailable());
+}
