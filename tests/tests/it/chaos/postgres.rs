@@ -208,3 +208,75 @@ async fn the_fleet_through_pgbouncer_delivers_every_job() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "the chaos tier: scripts/chaos"]
+async fn a_claim_commits_without_waiting_for_a_synchronous_standby_and_other_writes_wait() {
+    use moderation_shared::{
+        config::DatabaseSettings,
+        db::{
+            self,
+            jobs::{claim_many, Claim, ClaimRequest},
+        },
+        domain::{ClaimToken, JobStage},
+        policy::PolicyDefaults,
+        provisioning,
+    };
+    let postgres = moderation_tests::postgres::PrivatePostgres::start();
+    let admin = db::pool(&DatabaseSettings::new(format!(
+        "{}/postgres",
+        postgres.base_url()
+    )))
+    .unwrap();
+    let admin = admin.get().await.unwrap();
+    admin.simple_query("CREATE DATABASE claims").await.unwrap();
+    let pool = db::pool(&DatabaseSettings::new(format!(
+        "{}/claims",
+        postgres.base_url()
+    )))
+    .unwrap();
+    db::migrate(&pool).await.unwrap();
+    let client = pool.get().await.unwrap();
+    let account = provisioning::create_account(&client, "Claims", &PolicyDefaults::default())
+        .await
+        .unwrap()
+        .id;
+    let job: Uuid = client
+        .query_one(
+            "INSERT INTO jobs (id, account_id, type, content) \
+             VALUES (uuid_v7(), $1, 'text', 'claim me') RETURNING id",
+            &[&account.0],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    // A synchronous standby that never comes: every commit that waits for it waits forever.
+    for statement in [
+        "ALTER SYSTEM SET synchronous_standby_names = 'nobody'",
+        "SELECT pg_reload_conf()",
+    ] {
+        admin.simple_query(statement).await.unwrap();
+    }
+    let other = pool.get().await.unwrap();
+    let request = ClaimRequest {
+        id: moderation_shared::domain::JobId(job),
+        token: ClaimToken::new(),
+        redelivery: false,
+        first_stage: JobStage::Classifying,
+    };
+
+    let claimed = tokio::time::timeout(
+        Duration::from_secs(10),
+        claim_many(&**client, &[request], 5, Duration::from_secs(60)),
+    )
+    .await;
+    let waited = tokio::time::timeout(
+        Duration::from_secs(2),
+        other.execute("UPDATE jobs SET updated_at = now() WHERE id = $1", &[&job]),
+    )
+    .await;
+
+    let claims = claimed.expect("the claim did not wait").unwrap();
+    assert!(matches!(claims[..], [Claim::Claimed(_)]), "{claims:?}");
+    assert!(waited.is_err(), "an ordinary write waits for the standby");
+}
