@@ -66,7 +66,7 @@ impl SessionStore {
 
     /// Ends the session of `token`, and drops its notices.
     pub async fn close(&self, token: &str) -> Result<(), DashboardError> {
-        let keys = [self.key("session", token), self.key("notice", token)];
+        let keys = self.keys(token);
         self.redis
             .with(|mut conn| async move { conn.del::<_, ()>(&keys).await })
             .await
@@ -109,11 +109,20 @@ impl SessionStore {
             .map_err(anyhow::Error::from)?)
     }
 
-    /// Tokens are stored by their hash: a read of Redis does not yield a usable cookie.
+    /// Tokens are stored by their hash: a read of Redis does not yield a usable cookie. The
+    /// keys of one token share a hash tag, so [`Self::close`] deletes them in one command on a
+    /// cluster too.
     fn key(&self, kind: &str, token: &str) -> String {
         let hash = digest::digest(&digest::SHA256, token.as_bytes());
-        self.redis
-            .key(&format!("dashboard:{kind}:{}", hex::encode(hash.as_ref())))
+        self.redis.tagged_key(
+            &format!("dashboard:{}", hex::encode(hash.as_ref())),
+            &format!(":{kind}"),
+        )
+    }
+
+    /// The keys [`Self::close`] deletes together.
+    fn keys(&self, token: &str) -> [String; 2] {
+        [self.key("session", token), self.key("notice", token)]
     }
 }
 
@@ -142,4 +151,24 @@ pub fn removal(name: &'static str, insecure: bool) -> Cookie<'static> {
     let mut gone = cookie(name, String::new(), insecure);
     gone.set_max_age(CookieDuration::ZERO);
     gone
+}
+
+#[cfg(test)]
+mod tests {
+    use moderation_shared::{config::RedisSettings, redis_conn::one_slot};
+
+    use super::*;
+
+    #[test]
+    fn the_keys_closed_together_are_in_one_cluster_slot() {
+        for namespace in ["moderation", "test-0123456789abcdef"] {
+            let redis = RedisConn::new(&RedisSettings::new("redis://127.0.0.1:1", namespace))
+                .expect("settings");
+            let sessions = SessionStore::new(redis);
+            for token in ["a", "0123456789abcdef0123456789abcdef"] {
+                let keys = sessions.keys(token);
+                assert!(one_slot(&keys), "{keys:?}");
+            }
+        }
+    }
 }

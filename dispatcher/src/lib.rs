@@ -25,7 +25,7 @@ use moderation_shared::{
     endpoint_health::Attempted,
     queue::{sampler::DepthSampler, JobQueue},
     redis_conn::RedisConn,
-    runtime::{MetricsListener, StartupError},
+    runtime::{check_redis_layout, MetricsListener, StartupError},
     telemetry,
 };
 use tokio::{
@@ -100,6 +100,7 @@ impl Dispatcher {
             tracing::warn!("APP_ALLOW_PRIVATE_URLS is on: webhooks may reach private addresses (development and tests only)");
         }
         let redis = RedisConn::new(&settings.redis)?;
+        check_redis_layout(&redis).await?;
         let depth = DepthSampler::new(
             JobQueue::new(redis),
             settings.queue_min_idle,

@@ -266,30 +266,82 @@ impl DatabaseSettings {
     }
 }
 
+/// How the deployment's Redis is laid out (`REDIS_MODE`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RedisMode {
+    /// One server (`REDIS_URL` names it); the default.
+    Standalone,
+    /// A Redis or Valkey cluster: `REDIS_URL` is a comma-separated list of seed node URLs.
+    Cluster,
+    /// A master found through Sentinel: `REDIS_URL` is a comma-separated list of sentinels.
+    Sentinel {
+        /// `REDIS_SENTINEL_MASTER`: the name the sentinels know the master by.
+        master: String,
+    },
+}
+
 /// Where Redis is and the key namespace this deployment uses in it.
 #[derive(Debug, Clone)]
 pub struct RedisSettings {
-    /// `REDIS_URL`.
+    /// `REDIS_URL`: one URL, or in cluster and sentinel modes a comma-separated list.
     pub url: Secret<String>,
     /// `APP_REDIS_NAMESPACE`: prefix of every key (default `moderation`). Tests give each test
     /// its own, so tests never see each other's keys.
     pub namespace: String,
+    /// `REDIS_MODE` (and `REDIS_SENTINEL_MASTER`).
+    pub mode: RedisMode,
 }
 
 impl RedisSettings {
-    /// Settings for `url` in `namespace`.
+    /// Settings for a standalone server at `url` in `namespace`.
     pub fn new(url: impl Into<String>, namespace: impl Into<String>) -> Self {
         Self {
             url: Secret::new(url.into()),
             namespace: namespace.into(),
+            mode: RedisMode::Standalone,
         }
     }
 
-    /// Reads `REDIS_URL` and `APP_REDIS_NAMESPACE`.
+    /// These settings in `mode`.
+    pub fn with_mode(self, mode: RedisMode) -> Self {
+        Self { mode, ..self }
+    }
+
+    /// The URLs of `REDIS_URL`: the one URL in standalone mode, else each of the list.
+    pub fn urls(&self) -> Vec<&str> {
+        match self.mode {
+            RedisMode::Standalone => vec![self.url.expose().as_str()],
+            RedisMode::Cluster | RedisMode::Sentinel { .. } => self
+                .url
+                .expose()
+                .split(',')
+                .map(str::trim)
+                .filter(|u| !u.is_empty())
+                .collect(),
+        }
+    }
+
+    /// Reads `REDIS_MODE`, `REDIS_URL`, `REDIS_SENTINEL_MASTER` and `APP_REDIS_NAMESPACE`.
     pub fn from_env() -> Result<Self, ConfigError> {
+        let mode = match env_raw("REDIS_MODE")?.as_deref().map(str::trim) {
+            None | Some("standalone") => RedisMode::Standalone,
+            Some("cluster") => RedisMode::Cluster,
+            Some("sentinel") => RedisMode::Sentinel {
+                master: env_raw("REDIS_SENTINEL_MASTER")?.ok_or_else(|| {
+                    ConfigError::new(
+                        "REDIS_SENTINEL_MASTER",
+                        "required with REDIS_MODE=sentinel: the name the sentinels know the master by",
+                    )
+                })?,
+            },
+            Some(other) => {
+                return Err(ConfigError::new(
+                    "REDIS_MODE",
+                    format!("{other:?} is not one of standalone, cluster, sentinel"),
+                ))
+            }
+        };
         let url = env_raw("REDIS_URL")?.unwrap_or_else(|| "redis://127.0.0.1:6379".to_owned());
-        redis::Client::open(url.as_str())
-            .map_err(|e| ConfigError::new("REDIS_URL", e.to_string()))?;
         let namespace = env_raw("APP_REDIS_NAMESPACE")?.unwrap_or_else(|| "moderation".to_owned());
         if !namespace
             .chars()
@@ -300,7 +352,53 @@ impl RedisSettings {
                 "use only letters, digits, '-', '_' and '.'",
             ));
         }
-        Ok(Self::new(url, namespace))
+        let settings = Self::new(url, namespace).with_mode(mode);
+        settings.check_urls()?;
+        Ok(settings)
+    }
+
+    /// Checks every URL of `REDIS_URL`; in cluster mode none may name a database (a cluster
+    /// has only database 0).
+    pub fn check_urls(&self) -> Result<(), ConfigError> {
+        let urls = self.urls();
+        if urls.is_empty() {
+            return Err(ConfigError::new("REDIS_URL", "no URL given"));
+        }
+        for url in urls {
+            redis::Client::open(url).map_err(|e| ConfigError::new("REDIS_URL", e.to_string()))?;
+            if self.mode == RedisMode::Cluster && names_a_database(url) {
+                return Err(ConfigError::new(
+                    "REDIS_URL",
+                    format!(
+                        "{} names a database index; a cluster has only database 0, so leave \
+                         the path (and any db parameter) out of each seed URL",
+                        redacted(url)
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether a Redis URL names a database index (a path such as `/2`, or a `db` parameter).
+fn names_a_database(url: &str) -> bool {
+    let Some(parsed) = redis::parse_redis_url(url) else {
+        return false;
+    };
+    let by_path = matches!(parsed.scheme(), "redis" | "rediss" | "valkey" | "valkeys")
+        && !parsed.path().trim_matches('/').is_empty();
+    by_path || parsed.query_pairs().any(|(k, _)| k == "db")
+}
+
+/// `url` without its password, for a message.
+fn redacted(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            let _ = parsed.set_password(Some("***"));
+            parsed.to_string()
+        }
+        _ => url.to_owned(),
     }
 }
 
@@ -348,6 +446,34 @@ mod tests {
         let err = postgres_config("postgres://u@a:notaport/db", "APP_X_URL").unwrap_err();
 
         assert_eq!(err.name, "APP_X_URL");
+    }
+
+    #[test]
+    fn a_cluster_seed_naming_a_database_is_refused_naming_redis_url() {
+        let cluster = |url: &str| RedisSettings::new(url, "ns").with_mode(RedisMode::Cluster);
+        for bad in [
+            "redis://127.0.0.1:7000/0",
+            "redis://127.0.0.1:7000,redis://127.0.0.1:7001/3",
+            "redis://:hunter2@127.0.0.1:7000/1",
+        ] {
+            let err = cluster(bad).check_urls().unwrap_err();
+            assert_eq!(err.name, "REDIS_URL", "{bad}");
+            assert!(!err.reason.contains("hunter2"), "{}", err.reason);
+        }
+        for good in [
+            "redis://127.0.0.1:7000",
+            "redis://127.0.0.1:7000/, redis://127.0.0.1:7001",
+        ] {
+            cluster(good).check_urls().unwrap();
+        }
+        assert_eq!(
+            cluster("redis://a:1, redis://b:2,").urls(),
+            ["redis://a:1", "redis://b:2"]
+        );
+        // Standalone keeps its database index.
+        RedisSettings::new("redis://127.0.0.1:6379/2", "ns")
+            .check_urls()
+            .unwrap();
     }
 
     #[test]

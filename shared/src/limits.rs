@@ -2,10 +2,12 @@
 //! by the api (every request) and the dashboard (sign-in attempts count as failed
 //! authentications of their source address).
 //!
-//! Both live in Redis, so every replica shares them, and each request costs one atomic
-//! round trip (a Lua script, `admit.lua`): the lock of the source address is checked, then
-//! both rate windows of the account. Windows are fixed and anchored at the first request
-//! counted in them; a refused request consumes nothing.
+//! Both live in Redis, so every replica shares them. Each request costs two atomic round
+//! trips (Lua scripts): `lock.lua` checks the lock of the source address, then `windows.lua`
+//! counts the request against both rate windows of the account. They are two scripts because
+//! an address's key and an account's keys cannot share a hash tag, and on a cluster one script
+//! may only use keys of one slot. Windows are fixed and anchored at the first request counted
+//! in them; a refused request consumes nothing.
 //!
 //! When Redis is unreachable the limits fail open: requests are admitted without rate-limit
 //! state and a warning is logged, so a Redis outage does not take reads down with it.
@@ -103,7 +105,8 @@ pub enum Verdict {
 pub struct Limiter {
     redis: RedisConn,
     settings: LimitSettings,
-    script: redis::Script,
+    lock: redis::Script,
+    windows: redis::Script,
 }
 
 impl Limiter {
@@ -112,7 +115,8 @@ impl Limiter {
         Self {
             redis,
             settings,
-            script: redis::Script::new(include_str!("limits/admit.lua")),
+            lock: redis::Script::new(include_str!("limits/lock.lua")),
+            windows: redis::Script::new(include_str!("limits/windows.lua")),
         }
     }
 
@@ -136,38 +140,69 @@ impl Limiter {
         self.run("admit", source, Some((account, per_minute))).await
     }
 
+    /// The key counting failed authentications of `source`.
+    pub fn lock_key(&self, source: IpAddr) -> String {
+        self.redis.key(&format!("authfail:{source}"))
+    }
+
+    /// The keys of `account`'s minute and burst windows, which `windows.lua` uses together
+    /// (one hash tag: the account).
+    pub fn window_keys(&self, account: AccountId) -> [String; 2] {
+        let tag = format!("rate:{account}");
+        [
+            self.redis.tagged_key(&tag, ":minute"),
+            self.redis.tagged_key(&tag, ":burst"),
+        ]
+    }
+
     async fn run(&self, mode: &str, source: IpAddr, account: Option<(AccountId, u32)>) -> Verdict {
         let per_minute = account.map_or(1, |(_, rate)| rate.max(1));
         let burst = per_minute.div_ceil(10);
-        let account_key = account.map_or_else(String::new, |(id, _)| id.to_string());
-        let mut invocation = self.script.prepare_invoke();
-        invocation
-            .key(self.redis.key(&format!("authfail:{source}")))
-            .key(self.redis.key(&format!("rate:{account_key}:minute")))
-            .key(self.redis.key(&format!("rate:{account_key}:burst")))
-            .arg(mode)
+        let mut lock = self.lock.prepare_invoke();
+        lock.key(self.lock_key(source))
+            .arg(if mode == "fail" { "fail" } else { "check" })
             .arg(self.settings.auth_failure_limit)
-            .arg(millis(self.settings.auth_failure_window))
+            .arg(millis(self.settings.auth_failure_window));
+        let Some(reply) = self.invoke(lock).await else {
+            return Verdict::Admitted(None);
+        };
+        let verdict = interpret(&reply, per_minute, burst);
+        let Some((account, _)) = account.filter(|_| verdict == Verdict::Admitted(None)) else {
+            return verdict;
+        };
+        let [minute_key, burst_key] = self.window_keys(account);
+        let mut windows = self.windows.prepare_invoke();
+        windows
+            .key(minute_key)
+            .key(burst_key)
             .arg(per_minute)
             .arg(millis(self.settings.rate_window))
             .arg(burst)
             .arg(millis(self.settings.burst_window));
+        match self.invoke(windows).await {
+            Some(reply) => interpret(&reply, per_minute, burst),
+            None => Verdict::Admitted(None),
+        }
+    }
+
+    /// Runs a script; `None` (logged and counted) when Redis failed, so the limits fail open.
+    async fn invoke(&self, invocation: redis::ScriptInvocation<'_>) -> Option<Vec<i64>> {
         let reply = self
             .redis
             .with(|mut conn| async move { invocation.invoke_async::<Vec<i64>>(&mut conn).await })
             .await;
         match reply {
-            Ok(reply) => interpret(&reply, per_minute, burst),
+            Ok(reply) => Some(reply),
             Err(err) => {
                 tracing::warn!(error = %err, "Rate limits unavailable; admitting the request");
                 metrics::counter!(telemetry::RATE_LIMIT_UNAVAILABLE_TOTAL).increment(1);
-                Verdict::Admitted(None)
+                None
             }
         }
     }
 }
 
-/// Reads the script's reply; see `admit.lua`.
+/// Reads a script's reply: `lock.lua`'s ({1, ttl} locked, {0} not) or `windows.lua`'s.
 fn interpret(reply: &[i64], per_minute: u32, burst: u32) -> Verdict {
     let at = |i: usize| reply.get(i).copied().unwrap_or(0);
     match at(0) {
@@ -242,6 +277,19 @@ mod tests {
             limit,
             remaining,
             reset: Duration::from_millis(reset_ms),
+        }
+    }
+
+    #[test]
+    fn the_windows_of_an_account_are_in_one_cluster_slot() {
+        for redis in crate::redis_conn::tests::test_conns() {
+            let limiter = Limiter::new(redis, LimitSettings::default());
+            for account in [
+                AccountId(uuid::Uuid::nil()),
+                AccountId(uuid::Uuid::new_v4()),
+            ] {
+                crate::redis_conn::tests::assert_one_slot(&limiter.window_keys(account));
+            }
         }
     }
 

@@ -7,7 +7,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
 
 use crate::{
-    config::{ConfigError, DatabaseSettings, RedisSettings},
+    config::{ConfigError, DatabaseSettings, RedisMode, RedisSettings},
     db::{self, Pool},
     redis_conn::RedisConn,
     telemetry,
@@ -64,8 +64,42 @@ pub async fn connect(
         .map_err(|e| StartupError::Postgres(e.into()))?;
     drop(client);
     let redis = RedisConn::new(redis)?;
+    check_redis_layout(&redis).await?;
     redis.ping().await.map_err(StartupError::Redis)?;
     Ok((pool, redis))
+}
+
+/// In cluster and sentinel modes, checks at start that Redis is laid out as configured: a
+/// cluster node answers at some seed of `REDIS_URL`, or the sentinels name a master called
+/// `REDIS_SENTINEL_MASTER`. A standalone server is not asked (the api, the dispatcher and the
+/// dashboard start while it is down and recover when it returns).
+pub async fn check_redis_layout(redis: &RedisConn) -> Result<(), StartupError> {
+    let mode = redis.mode().clone();
+    if mode == RedisMode::Standalone {
+        return Ok(());
+    }
+    let Err(err) = redis.ping().await else {
+        return Ok(());
+    };
+    Err(match mode {
+        RedisMode::Sentinel { master }
+            if err.kind() == redis::ErrorKind::MasterNameNotFoundBySentinel =>
+        {
+            ConfigError::new(
+                "REDIS_SENTINEL_MASTER",
+                format!("no sentinel of REDIS_URL knows a master named {master:?}: {err}"),
+            )
+        }
+        RedisMode::Sentinel { .. } => ConfigError::new(
+            "REDIS_URL",
+            format!("no sentinel of REDIS_URL named a reachable master: {err}"),
+        ),
+        _ => ConfigError::new(
+            "REDIS_URL",
+            format!("no seed node of the cluster answered (REDIS_MODE=cluster): {err}"),
+        ),
+    }
+    .into())
 }
 
 /// A bound metrics listener; serve it with [`MetricsListener::serve`].

@@ -102,6 +102,23 @@ impl Fleet {
 
     /// [`Self::start`] with Postgres reached as `topology` says.
     pub async fn start_on(topology: Topology) -> Self {
+        Self::start_with(topology, None, &[]).await
+    }
+
+    /// As [`Self::start_on`], with the roles on `redis` (a cluster, or a master behind
+    /// Sentinel) instead of the fleet's own server behind its proxy, when given, and with `env`
+    /// added to (or replacing) the roles' environment.
+    pub async fn start_with(
+        topology: Topology,
+        redis: Option<&RedisSettings>,
+        env: &[(&str, &str)],
+    ) -> Self {
+        let extra_env: Vec<(String, String)> = redis
+            .map(crate::redis_cluster::redis_env)
+            .unwrap_or_default()
+            .into_iter()
+            .chain(env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())))
+            .collect();
         let postgres = PrivatePostgres::start();
         let redis = PrivateRedis::start();
         let postgres_proxy = FaultProxy::start(postgres.addr()).await;
@@ -182,6 +199,7 @@ impl Fleet {
             RedisSettings::new(format!("redis://127.0.0.1:{}", redis_proxy.port()), "chaos");
         let encryption = SealingKey::random().expect("key").to_base64();
         let registry = random_key();
+        // Later entries win: `redis`'s variables and `env` replace the defaults.
         let env: Vec<(String, String)> = [
             ("DATABASE_URL", database_url.as_str()),
             (
@@ -211,6 +229,7 @@ impl Fleet {
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .chain(extra_env)
         .collect();
         let logs = std::env::temp_dir().join(format!("mt-fleet-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&logs).expect("log directory");
@@ -313,6 +332,18 @@ impl Fleet {
             client.get(&health).send().await.ok().map(|_| ())
         })
         .await;
+    }
+
+    /// Every role's whole log.
+    pub fn logs(&self) -> String {
+        Role::ALL
+            .iter()
+            .map(|role| {
+                std::fs::read_to_string(self.logs.join(format!("{}.log", role.binary())))
+                    .unwrap_or_default()
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// The last `lines` lines of every role's log, for a failing test's message.

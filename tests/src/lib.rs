@@ -21,6 +21,7 @@ pub mod plans;
 pub mod postgres;
 pub mod proxy;
 pub mod receiver;
+pub mod redis_cluster;
 pub mod registry;
 pub mod review;
 pub mod scores;

@@ -15,14 +15,13 @@ use std::{
 
 use apalis_core::task::{builder::TaskBuilder, Task};
 use redis::{
-    aio::MultiplexedConnection,
     streams::{StreamAutoClaimReply, StreamId, StreamReadReply},
-    AsyncConnectionConfig, RedisError, RedisResult,
+    RedisError, RedisResult,
 };
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
 use super::{JobQueue, QueueSettings, QueuedJob, GROUP};
-use crate::{domain::Modality, telemetry};
+use crate::{domain::Modality, redis_conn::Connection, telemetry};
 
 /// How often a consumer removes the group's stale consumers.
 const UPKEEP_EVERY: Duration = Duration::from_secs(60);
@@ -48,7 +47,7 @@ pub(crate) struct Consumer {
 impl Consumer {
     /// Reads and hands out entries until told to stop or until the backend is dropped.
     pub(crate) async fn run(mut self) {
-        let mut conn: Option<MultiplexedConnection> = None;
+        let mut conn: Option<Connection> = None;
         let mut keepalive = tokio::time::interval(self.settings.min_idle / 3);
         keepalive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let reclaim_every = (self.settings.min_idle / 2).min(Duration::from_secs(5));
@@ -157,7 +156,7 @@ impl Consumer {
 
     async fn read(
         &self,
-        conn: &mut Option<MultiplexedConnection>,
+        conn: &mut Option<Connection>,
         count: usize,
     ) -> RedisResult<Vec<StreamId>> {
         let stream = self.queue.stream_key(self.modality);
@@ -182,7 +181,7 @@ impl Consumer {
 
     async fn reclaim(
         &self,
-        conn: &mut Option<MultiplexedConnection>,
+        conn: &mut Option<Connection>,
         cursor: &str,
         count: usize,
     ) -> RedisResult<StreamAutoClaimReply> {
@@ -211,7 +210,7 @@ impl Consumer {
     }
 
     /// Resets the idle time of every held entry, so no one takes over work in progress.
-    async fn keep_alive(&self, conn: &mut Option<MultiplexedConnection>) -> RedisResult<()> {
+    async fn keep_alive(&self, conn: &mut Option<Connection>) -> RedisResult<()> {
         let ids: Vec<String> = match self.held.lock() {
             Ok(held) => held.iter().cloned().collect(),
             Err(_) => return Ok(()),
@@ -242,7 +241,7 @@ impl Consumer {
         }
     }
 
-    async fn create_group(&self, conn: &mut Option<MultiplexedConnection>) -> RedisResult<()> {
+    async fn create_group(&self, conn: &mut Option<Connection>) -> RedisResult<()> {
         let stream = self.queue.stream_key(self.modality);
         let created: RedisResult<()> = redis::cmd("XGROUP")
             .arg("CREATE")
@@ -277,17 +276,13 @@ impl Consumer {
 
     async fn connection<'a>(
         &self,
-        conn: &'a mut Option<MultiplexedConnection>,
-    ) -> RedisResult<&'a mut MultiplexedConnection> {
+        conn: &'a mut Option<Connection>,
+    ) -> RedisResult<&'a mut Connection> {
         if conn.is_none() {
-            let config = AsyncConnectionConfig::new()
-                .set_connection_timeout(Some(Duration::from_secs(1)))
-                .set_response_timeout(Some(self.settings.block + Duration::from_secs(2)));
             let opened = self
                 .queue
                 .redis()
-                .client()
-                .get_multiplexed_async_connection_with_config(&config)
+                .dedicated(self.settings.block + Duration::from_secs(2))
                 .await?;
             *conn = Some(opened);
         }
@@ -296,7 +291,7 @@ impl Consumer {
     }
 
     /// Logs and counts a failed round and drops the connection, so the next one reconnects.
-    fn failed(&self, conn: &mut Option<MultiplexedConnection>, err: &RedisError) {
+    fn failed(&self, conn: &mut Option<Connection>, err: &RedisError) {
         tracing::warn!(modality = %self.modality, error = %err, "Queue read failed; retrying");
         metrics::counter!(telemetry::QUEUE_READ_ERRORS_TOTAL, "modality" => self.modality.as_str())
             .increment(1);

@@ -165,19 +165,38 @@ impl JobQueue {
         &self.redis
     }
 
-    /// The stream of `modality`.
+    /// The stream of `modality`. Every key of a modality's queue shares one hash tag, so the
+    /// scripts and pipelines that use several of them work on a cluster (one slot).
     pub fn stream_key(&self, modality: Modality) -> String {
-        self.redis.key(&format!("queue:{modality}"))
+        self.redis.tagged_key(&format!("queue:{modality}"), "")
     }
 
     /// The hash from each job id on `modality`'s stream to its latest entry id.
     pub fn entries_key(&self, modality: Modality) -> String {
-        self.redis.key(&format!("queue:{modality}:entries"))
+        self.redis
+            .tagged_key(&format!("queue:{modality}"), ":entries")
     }
 
     /// The capped stream of job ids that failed after their last try.
     pub fn dead_key(&self, modality: Modality) -> String {
-        self.redis.key(&format!("queue:{modality}:dead"))
+        self.redis.tagged_key(&format!("queue:{modality}"), ":dead")
+    }
+
+    /// The relay's lock of `modality`'s round.
+    pub fn relay_lock_key(&self, modality: Modality) -> String {
+        self.redis
+            .tagged_key(&format!("queue:{modality}"), ":relay-lock")
+    }
+
+    /// The keys [`ADD_ENTRIES`], [`REMOVE_ENTRY`] and the relay's lookup use together: the
+    /// stream and its entry-id hash.
+    pub fn entry_keys(&self, modality: Modality) -> [String; 2] {
+        [self.stream_key(modality), self.entries_key(modality)]
+    }
+
+    /// The keys the depth pipeline reads together: the stream and the dead stream.
+    pub fn depth_keys(&self, modality: Modality) -> [String; 2] {
+        [self.stream_key(modality), self.dead_key(modality)]
     }
 
     /// Puts `job` on `modality`'s stream.
@@ -202,7 +221,7 @@ impl JobQueue {
         job_ids: &[String],
         attempt: u32,
     ) -> Result<(), QueueError> {
-        let (stream, entries) = (self.stream_key(modality), self.entries_key(modality));
+        let [stream, entries] = self.entry_keys(modality);
         self.redis
             .with(|mut conn| async move {
                 redis::Script::new(ADD_ENTRIES)
@@ -221,10 +240,7 @@ impl JobQueue {
     /// stream, and the job's entry id is forgotten (unless a newer entry of it was added), in
     /// one step.
     pub async fn ack(&self, job: &QueuedJob) -> Result<(), QueueError> {
-        let (stream, entries) = (
-            self.stream_key(job.modality),
-            self.entries_key(job.modality),
-        );
+        let [stream, entries] = self.entry_keys(job.modality);
         self.redis
             .with(|mut conn| async move {
                 redis::Script::new(REMOVE_ENTRY)
@@ -275,8 +291,7 @@ impl JobQueue {
         modality: Modality,
         min_idle: Duration,
     ) -> Result<QueueDepth, QueueError> {
-        let stream = self.stream_key(modality);
-        let dead = self.dead_key(modality);
+        let [stream, dead] = self.depth_keys(modality);
         let (len, dead_len): (u64, u64) = self
             .redis
             .with(|mut conn| async move {
@@ -333,5 +348,29 @@ fn pending_count(summary: &redis::Value) -> u64 {
             _ => 0,
         },
         _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::redis_conn::tests::{assert_one_slot, test_conns};
+
+    #[test]
+    fn every_key_group_of_a_queue_is_in_one_slot() {
+        for redis in test_conns() {
+            let queue = JobQueue::new(redis);
+            for modality in Modality::ALL {
+                assert_one_slot(&queue.entry_keys(modality));
+                assert_one_slot(&queue.depth_keys(modality));
+                // The queue of a modality lives on one node: all of its keys in one slot.
+                assert_one_slot(&[
+                    queue.stream_key(modality),
+                    queue.entries_key(modality),
+                    queue.dead_key(modality),
+                    queue.relay_lock_key(modality),
+                ]);
+            }
+        }
     }
 }

@@ -276,8 +276,7 @@ impl Relay {
         }
         let ids: Vec<Uuid> = rows.iter().map(|r| r.get(0)).collect();
         let mut lost = Vec::new();
-        let stream = self.queue.stream_key(modality);
-        let entries = self.queue.entries_key(modality);
+        let [stream, entries] = self.queue.entry_keys(modality);
         for chunk in ids.chunks(CHECK_CHUNK) {
             let names: Vec<String> = chunk.iter().map(Uuid::to_string).collect();
             let (stream, entries) = (&stream, &entries);
@@ -306,10 +305,7 @@ impl Relay {
 
     /// Takes this round for `modality`, unless another relay took it within the interval.
     async fn lock(&self, modality: Modality) -> Result<bool, RelayError> {
-        let key = self
-            .queue
-            .redis()
-            .key(&format!("queue:{modality}:relay-lock"));
+        let key = self.queue.relay_lock_key(modality);
         let ttl = u64::try_from(self.settings.relay_interval.as_millis())
             .unwrap_or(u64::MAX)
             .saturating_sub(1)

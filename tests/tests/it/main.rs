@@ -20,6 +20,7 @@ mod models;
 mod openai;
 mod policies;
 mod queue;
+mod redis_modes;
 mod registry;
 mod rescue;
 mod review;

@@ -8,6 +8,7 @@
 //! `Idempotency-Key` and is sent again, with the same key, until it is answered 202.
 
 mod postgres;
+mod redis_cluster;
 
 use std::{
     collections::{HashMap, HashSet},
@@ -210,23 +211,39 @@ where
     F: for<'a> FnOnce(&'a mut Fleet) -> BoxFuture<'a, ()>,
 {
     let mut fleet = Fleet::start_on(topology).await;
+    let streaming = start_stream(&fleet, name);
+    fault(&mut fleet).await;
+    finish(&fleet, name, streaming, Instant::now()).await;
+}
+
+/// Starts the stream of submissions of scenario `name` on `fleet`.
+fn start_stream(fleet: &Fleet, name: &str) -> tokio::task::JoinHandle<Stream> {
     let target = Target {
         api_url: fleet.api_url.clone(),
         key: fleet.key.clone(),
         hook: fleet.receiver.url("/hook"),
     };
-    let streaming = tokio::spawn(stream(target, name.to_owned()));
-    fault(&mut fleet).await;
-    let healed = Instant::now();
+    tokio::spawn(stream(target, name.to_owned()))
+}
+
+/// Waits for the stream to end, then for every job to complete and every webhook to arrive
+/// (the fault ended at `healed`); prints the figures, checks that nothing was lost and
+/// returns the accepted jobs by their text.
+async fn finish(
+    fleet: &Fleet,
+    name: &str,
+    streaming: tokio::task::JoinHandle<Stream>,
+    healed: Instant,
+) -> HashMap<String, Uuid> {
     let stream = streaming.await.unwrap();
     let want = stream.accepted.len();
     let deadline = Instant::now() + RECOVERY;
-    let mut last = tally(&fleet, name, &stream.accepted).await;
+    let mut last = tally(fleet, name, &stream.accepted).await;
     while (last.completed < want || last.delivered < want || last.received < want)
         && Instant::now() < deadline
     {
         tokio::time::sleep(Duration::from_millis(200)).await;
-        last = tally(&fleet, name, &stream.accepted).await;
+        last = tally(fleet, name, &stream.accepted).await;
     }
     let recovered = healed.elapsed();
     println!(
@@ -253,6 +270,7 @@ where
     };
     assert_eq!(last, expected, "{name}\n{}", fleet.log_tails(30));
     assert_eq!(stream.late, 0, "{name}: answers later than the deadline");
+    stream.accepted
 }
 
 /// Waits `d` in a fault's schedule (when the fault starts and ends, not a wait for work).
