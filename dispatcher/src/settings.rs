@@ -7,7 +7,6 @@ use moderation_shared::{
         env_bool, env_millis, env_or, env_positive, env_raw, extra_ca_pem_from_env, metrics_addr,
         postgres_config, ConfigError, DatabaseSettings, RedisSettings, Secret,
     },
-    config::{env_raw, Secret},
     crypto::SealingKey,
     endpoint_health::HealthSettings,
     queue::QueueSettings,

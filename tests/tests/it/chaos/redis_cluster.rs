@@ -167,7 +167,12 @@ async fn redis_cluster_losing_a_slot_answers_503_and_recovers_when_it_returns() 
     let redis = cluster.settings("chaos");
     // A request may wait on a lost slot in the rate limiter (each script's retries, about a
     // second, then it fails open) and in the enqueue: a deadline that lets it answer itself.
-    let fleet = Fleet::start_with(Topology::Proxied, Some(&redis), &[("APP_REQUEST_DEADLINE_MS", "10000")]).await;
+    let fleet = Fleet::start_with(
+        Topology::Proxied,
+        Some(&redis),
+        &[("APP_REQUEST_DEADLINE_MS", "10000")],
+    )
+    .await;
     record_terminal_transitions(&fleet).await;
     let text_queue = JobQueue::new(RedisConn::new(&redis).unwrap()).stream_key(Modality::Text);
     let master = cluster.master_of(&text_queue).await;
