@@ -17,7 +17,8 @@ org=$("$BIN/modctl" org create --name "bench policy" | json_field org_id)
 key=$("$BIN/modctl" key create --org "$org" --name bench --scopes settings:manage | json_field key)
 
 # Rows of job_scores as workers write them: ids are UUIDv7 spread over the last 31 days, scores
-# mostly low (a skewed random), the decision the service defaults (0.5) gave.
+# mostly low (a skewed random), the decision the service defaults (0.5) gave. The laterals name
+# `i` so that Postgres draws their random values again for every row.
 insert_scores() {
   local account_sql=$1 count=$2
   psql "$DB" -qc "
@@ -25,7 +26,7 @@ insert_scores() {
                             harassment, hate, violence, self_harm, sexual)
     SELECT id, account, greatest(h, ha, v, sh, sx) >= 500, i % 200 = 0, 1, h, ha, v, sh, sx
     FROM generate_series(1, $count) AS i,
-         LATERAL (SELECT now() - (random() * interval '31 days') AS at) AS t,
+         LATERAL (SELECT now() - (random() * interval '31 days') AS at WHERE i IS NOT NULL) AS t,
          LATERAL (SELECT ($account_sql)::uuid AS account,
                          (lpad(to_hex((extract(epoch FROM t.at) * 1000)::bigint), 12, '0')
                           || '7' || lpad(to_hex((random() * 4095)::int), 3, '0') || '8'
@@ -33,7 +34,7 @@ insert_scores() {
                           || lpad(to_hex((random() * 281474976710655)::bigint), 12, '0'))::uuid AS id,
                          (random() ^ 6 * 1000)::smallint AS h, (random() ^ 6 * 1000)::smallint AS ha,
                          (random() ^ 6 * 1000)::smallint AS v, (random() ^ 8 * 1000)::smallint AS sh,
-                         (random() ^ 6 * 1000)::smallint AS sx) AS r"
+                         (random() ^ 6 * 1000)::smallint AS sx WHERE i IS NOT NULL) AS r"
 }
 
 log "Inserting $JOBS scored jobs of the account and $JOBS of 100 others"
