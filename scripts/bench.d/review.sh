@@ -51,7 +51,7 @@ psql "$DB" -qc "
     FROM made RETURNING id, created_at)
   INSERT INTO review_items (id, job_id, account_id, job_type, reasons, created_at)
   SELECT id, id, '$org', 'text', ARRAY['sample'], created_at FROM jobs"
-psql "$DB" -qc "VACUUM ANALYZE review_items; VACUUM ANALYZE jobs"
+psql "$DB" -qc "VACUUM ANALYZE review_items" -c "VACUUM ANALYZE jobs"
 keys=()
 for n in 1 2 3 4 5 6 7 8; do
   keys+=("$("$BIN/modctl" key create --org "$org" --name "reviewer $n" --scopes review:decide | json_field key)")
