@@ -65,9 +65,14 @@ async fn main() -> anyhow::Result<()> {
     let mut scans = 0;
     for (name, filter, after) in pages {
         let plan = delivery_log::plan(&client, account, &filter, after, 101).await?;
-        scans += plan.matches("Seq Scan").count();
+        // A partition made ahead and still empty (no page: its cost is 0.00..0.00) is scanned
+        // sequentially at no cost; only a scan of a partition holding rows counts.
+        scans += plan
+            .lines()
+            .filter(|line| line.contains("Seq Scan") && !line.contains("(cost=0.00..0.00 "))
+            .count();
         println!("-- {name}\n{plan}\n");
     }
-    println!("delivery log plans: {scans} sequential scans (target 0)");
+    println!("delivery log plans: {scans} sequential scans of partitions holding rows (target 0)");
     Ok(())
 }
