@@ -4,7 +4,8 @@
 //!
 //! Rows are written by `jobs::finish_many` with the result, and read for one account and one
 //! window of time: the window is an id range (ids are UUIDv7), so a read is one range scan of
-//! `job_scores_account_idx` over the window's partitions.
+//! `job_scores_account_scores_idx` over the window's partitions, index-only (the index holds
+//! every column the read returns: keep [`WINDOW`]'s columns and the index's `INCLUDE` alike).
 
 use std::collections::BTreeMap;
 
