@@ -3,15 +3,18 @@
 #  1. Claims: with 100,000 pending review items, 8 reviewers (8 keys) each claim 250 items as
 #     fast as they can through POST /api/v1/review/claim; prints the claims' latency p50/p99 and
 #     checks that no item was handed out twice. Target: p99 < 20 ms, no collision.
-#  2. The cost of review on throughput: completed text jobs/s at saturation (wrk, as the e2e
-#     bench) for an account whose policy samples 10 % of its jobs for review, and for one that
-#     samples none, one after the other in the same run. Target: >= 90 % of the rate without.
+#  2. The cost of review on throughput: JOBS text jobs (default 6,000) submitted as fast as wrk
+#     can (the api accepts faster than a worker completes, so the worker runs saturated), then
+#     the worker's completion rate over the drain (completed jobs over the time from the first
+#     completion to the last), for an account whose policy samples 10 % of its jobs for review
+#     and for one that samples none, one after the other in the same run, each drained before
+#     the next. Target: >= 90 % of the rate without.
 # Run through scripts/bench (it builds and exports $BIN).
 source "$(dirname "$0")/../lib.sh"
 : "${BIN:?run me through scripts/bench}"
 command -v wrk >/dev/null || apt_install wrk
 ITEMS=${REVIEW_BENCH_ITEMS:-100000}
-DURATION=${DURATION:-20}
+JOBS=${JOBS:-6000}
 
 DB=$(bench_database review)
 NS="bench-review-$$"
@@ -96,16 +99,24 @@ wrk.method = "POST"
 wrk.headers["Authorization"] = "Bearer $key"
 wrk.headers["Content-Type"] = "multipart/form-data; boundary=$BOUNDARY"
 wrk.body = "--$BOUNDARY\r\nContent-Disposition: form-data; name=\"text\"\r\n\r\nIs this a friendly message about the weather today? I hope the picnic goes well.\r\n--$BOUNDARY--\r\n"
+-- Each of the two threads stops after its half of JOBS answers.
+local answered = 0
+response = function(status, headers, body)
+  answered = answered + 1
+  if answered >= $((JOBS / 2)) then wrk.thread:stop() end
+end
 LUA
-  wrk -t2 -c64 -d"${DURATION}s" --timeout 5s -s "$WORK/submit.lua" "$BASE/moderate/prompt" >/dev/null
+  wrk -t2 -c64 -d120s --timeout 5s -s "$WORK/submit.lua" "$BASE/moderate/prompt" >/dev/null
   local i
-  for i in $(seq 1 1200); do
+  for i in $(seq 1 6000); do
     [ "$(psql "$DB" -qAtc "SELECT count(*) FROM jobs WHERE account_id = '$account' AND status IN ('queued','processing')")" = 0 ] && break
     sleep 0.1
   done
   psql "$DB" -qAt -c "
-    SELECT round(count(*) / extract(epoch FROM max(completed_at) - min(created_at)))::int || ' ' ||
-           count(*) FILTER (WHERE review_state = 'pending')  || ' ' || count(*)
+    SELECT round(count(*) FILTER (WHERE status = 'completed')
+                 / greatest(extract(epoch FROM max(completed_at) - min(completed_at)), 0.001))::int
+           || ' ' || count(*) FILTER (WHERE review_state = 'pending')
+           || ' ' || count(*) FILTER (WHERE status = 'completed')
     FROM jobs WHERE account_id = '$account'"
 }
 bench_account() {
@@ -122,11 +133,11 @@ bench_account() {
 }
 read -r plain_org plain_key <<<"$(bench_account none)"
 read -r sampled_org sampled_key <<<"$(bench_account 0.1)"
-log "Saturation without review, ${DURATION}s"
+log "$JOBS jobs without review"
 read -r plain_rate _ plain_jobs <<<"$(saturate "$plain_key" "$plain_org")"
-log "Saturation with a 10 % review sample, ${DURATION}s"
+log "$JOBS jobs with a 10 % review sample"
 read -r sampled_rate sampled_items sampled_jobs <<<"$(saturate "$sampled_key" "$sampled_org")"
 awk -v a="$plain_rate" -v b="$sampled_rate" -v items="$sampled_items" -v jobs="$sampled_jobs" 'BEGIN {
   r = (a > 0) ? b / a : 0
-  printf "review throughput: %d jobs/s without review, %d with a 10%% sample (%d of %d jobs sent to review): %.2f (target >= 0.90): %s\n",
+  printf "review throughput: %d jobs/s without review, %d with a 10%% sample (%d of %d completed jobs sent to review): %.2f (target >= 0.90): %s\n",
     a, b, items, jobs, r, (r >= 0.9) ? "met" : "NOT MET" }'
