@@ -81,7 +81,9 @@ fn speak_in(voice: &str, text: &str) -> Vec<u8> {
 fn sox(rate: &str, effects: &[&str]) -> Vec<u8> {
     let path = scratch().join("sound.wav");
     let status = Command::new("sox")
-        .args(["-n", "-r", rate, "-c", "1", "-b", "16"])
+        // `-R`: sox seeds its noise generator with a fixed number, so every run hears the same
+        // noise (Whisper hallucinates words on some pink noise and not on other).
+        .args(["-R", "-n", "-r", rate, "-c", "1", "-b", "16"])
         .arg(&path)
         .args(effects)
         .status()

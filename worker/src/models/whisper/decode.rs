@@ -115,6 +115,11 @@ impl Tokens {
     }
 }
 
+/// The fewest tokens a window must hold to count as a loop.
+const LOOP_MIN_TOKENS: usize = 32;
+/// How many times each distinct token of a loop is used, on average, at least.
+const LOOP_REPEATS: usize = 4;
+
 /// What the decoder made of one window.
 #[derive(Debug)]
 pub struct Window {
@@ -131,10 +136,21 @@ pub struct Window {
 
 impl Window {
     /// Whether the window holds speech: not when Whisper expects no speech and is unsure of
-    /// what it decoded, and not when it decoded nothing.
+    /// what it decoded, nor when it expects no speech and decoded a loop (the same few tokens
+    /// over and over: what greedy decoding makes of noise, where Whisper's reference would
+    /// fall back to sampling), and not when it decoded nothing. Speech, repeated words
+    /// included, comes with a low no-speech probability and is kept.
     pub fn is_speech(&self) -> bool {
-        let silent = self.no_speech > NO_SPEECH_THRESHOLD && self.avg_logprob < LOGPROB_THRESHOLD;
+        let unlikely = self.no_speech > NO_SPEECH_THRESHOLD;
+        let silent = unlikely && (self.avg_logprob < LOGPROB_THRESHOLD || self.is_loop());
         !silent && !self.tokens.is_empty()
+    }
+
+    /// Whether the tokens are a loop: at least [`LOOP_MIN_TOKENS`], each distinct token used
+    /// [`LOOP_REPEATS`] times or more on average.
+    fn is_loop(&self) -> bool {
+        let distinct: std::collections::HashSet<u32> = self.tokens.iter().copied().collect();
+        self.tokens.len() >= LOOP_MIN_TOKENS && distinct.len() * LOOP_REPEATS <= self.tokens.len()
     }
 }
 
@@ -292,5 +308,22 @@ mod tests {
         assert!(window(&[1, 2], 0.9, -0.2).is_speech());
         assert!(window(&[1, 2], 0.1, -1.5).is_speech());
         assert!(!window(&[], 0.1, -0.1).is_speech());
+    }
+
+    #[test]
+    fn a_loop_is_skipped_only_where_whisper_expects_no_speech() {
+        let looping: Vec<u32> = [7, 8].repeat(16);
+        let varied: Vec<u32> = (0..32).collect();
+        // Thirty-two tokens of two distinct ones: a loop, skipped with a high no-speech
+        // probability however sure the decoder was, kept with a low one (repeated speech).
+        assert!(!window(&looping, 0.8, -0.1).is_speech());
+        assert!(window(&looping, 0.3, -0.1).is_speech());
+        assert!(window(&varied, 0.8, -0.1).is_speech());
+        // At the edges: 31 tokens are too few; 8 distinct in 32 is a loop, 9 is not.
+        assert!(window(&looping[..31], 0.8, -0.1).is_speech());
+        let eight: Vec<u32> = (0..8).cycle().take(32).collect();
+        let nine: Vec<u32> = (0..9).cycle().take(32).collect();
+        assert!(!window(&eight, 0.8, -0.1).is_speech());
+        assert!(window(&nine, 0.8, -0.1).is_speech());
     }
 }
