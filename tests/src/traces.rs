@@ -51,23 +51,7 @@ impl TestApp {
         let pattern = conn.key("*");
         let marker = marker.as_bytes().to_vec();
         conn.with(|mut conn| async move {
-            let mut keys: Vec<String> = Vec::new();
-            let mut cursor: u64 = 0;
-            loop {
-                let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-                    .arg(cursor)
-                    .arg("MATCH")
-                    .arg(&pattern)
-                    .arg("COUNT")
-                    .arg(1000)
-                    .query_async(&mut conn)
-                    .await?;
-                keys.extend(batch);
-                if next == 0 {
-                    break;
-                }
-                cursor = next;
-            }
+            let keys = crate::worker::scan_keys(&mut conn, &pattern).await?;
             let mut holding = Vec::new();
             for key in keys {
                 let kind: String = redis::cmd("TYPE").arg(&key).query_async(&mut conn).await?;

@@ -247,29 +247,37 @@ pub async fn insert_jobs(
     rows.iter().map(|r| JobId(r.get(0))).collect()
 }
 
+/// Every key matching `pattern` (SCAN, a thousand at a time).
+pub(crate) async fn scan_keys(
+    conn: &mut impl redis::aio::ConnectionLike,
+    pattern: &str,
+) -> redis::RedisResult<Vec<String>> {
+    let mut keys = Vec::new();
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(conn)
+            .await?;
+        keys.extend(batch);
+        if next == 0 {
+            return Ok(keys);
+        }
+        cursor = next;
+    }
+}
+
 /// Deletes every key of `redis`'s namespace: as if Redis had lost this test's data, without
 /// touching other tests' keys. Returns how many keys went.
 pub async fn delete_namespace(redis: &RedisSettings) -> usize {
     let conn = RedisConn::new(redis).expect("redis settings");
     let pattern = conn.key("*");
     conn.with(|mut conn| async move {
-        let mut keys: Vec<String> = Vec::new();
-        let mut cursor: u64 = 0;
-        loop {
-            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .query_async(&mut conn)
-                .await?;
-            keys.extend(batch);
-            if next == 0 {
-                break;
-            }
-            cursor = next;
-        }
+        let keys = scan_keys(&mut conn, &pattern).await?;
         if !keys.is_empty() {
             redis::cmd("DEL")
                 .arg(&keys)
