@@ -22,7 +22,7 @@ mod decide;
 mod diff;
 pub mod impact;
 
-pub use decide::{decide, sampled, Applied, Hit};
+pub use decide::{decide, sampled, Applied, FixedGates, Hit};
 pub use diff::{diff, CategoryChange, PolicyDiff};
 pub use impact::{Impact, ImpactCounter};
 
@@ -60,10 +60,22 @@ pub fn milli(score: f32) -> Milli {
 
 /// The least score in thousandths that is at or above `threshold`: `m` passes exactly when
 /// `m / 1000 >= threshold`, with the division done as the worker and Postgres both do it.
+/// 1001 when no score reaches it (above 1, or NaN).
 pub fn milli_at_least(threshold: f64) -> u16 {
-    (0..=1000u16)
-        .find(|&m| f64::from(m) / 1000.0 >= threshold)
-        .unwrap_or(1001)
+    let reaches = |m: u16| f64::from(m) / 1000.0 >= threshold;
+    if !reaches(1000) {
+        return 1001;
+    }
+    // The product is within one of the answer (the division rounds); step to the least.
+    // In [0, 1000] after the clamp, so the cast is exact.
+    let mut m = (threshold * 1000.0).ceil().clamp(0.0, 1000.0) as u16;
+    while m > 0 && reaches(m - 1) {
+        m -= 1;
+    }
+    while !reaches(m) {
+        m += 1;
+    }
+    m
 }
 
 /// One category's rule.
@@ -280,9 +292,19 @@ mod tests {
         assert_eq!(milli_at_least(0.7005), 701);
         assert_eq!(milli_at_least(1.0), 1000);
         assert_eq!(milli_at_least(0.0001), 1);
+        assert_eq!(milli_at_least(1.0001), 1001);
+        assert_eq!(milli_at_least(f64::NAN), 1001);
+        assert_eq!(milli_at_least(-0.5), 0);
         for m in 0..=1000u16 {
             let t = f64::from(m) / 1000.0;
             assert_eq!(milli_at_least(t), m, "{t}");
+            // Just above and below each edge, against the definition.
+            for t in [t - 1e-12, t + 1e-12, t + 0.0004, t + 0.0005, t + 0.0006] {
+                let least = (0..=1000u16)
+                    .find(|&m| f64::from(m) / 1000.0 >= t)
+                    .unwrap_or(1001);
+                assert_eq!(milli_at_least(t), least, "{t}");
+            }
         }
         assert_eq!(milli(0.6995), 700);
         assert_eq!(milli(1.3), 1000);

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::{decide, sampled, PolicyDoc};
+use super::{decide, sampled, FixedGates, PolicyDoc, FIXED_CATEGORIES};
 use crate::db::job_scores::StoredScores;
 
 /// How many example job ids each kind of flip lists at most.
@@ -53,10 +53,15 @@ pub struct Impact {
 
 /// Accumulates the impact of `doc`, row by row (rows come in job id order). `deciders` holds
 /// the versions that decided the stored jobs, by number, to tell which category rejected a
-/// job that now passes.
+/// job that now passes. A job without custom scores (nearly all) is judged by the versions'
+/// [`FixedGates`], without allocating; one with custom scores by [`decide`].
 pub struct ImpactCounter<'a> {
     doc: &'a PolicyDoc,
+    gates: FixedGates,
     deciders: &'a HashMap<i32, PolicyDoc>,
+    decider_gates: HashMap<i32, FixedGates>,
+    /// The flips of the fixed categories, in [`FIXED_CATEGORIES`] order.
+    fixed_flips: [CategoryFlips; 6],
     impact: Impact,
 }
 
@@ -65,56 +70,130 @@ impl<'a> ImpactCounter<'a> {
     pub fn new(doc: &'a PolicyDoc, deciders: &'a HashMap<i32, PolicyDoc>) -> Self {
         Self {
             doc,
+            gates: FixedGates::new(doc),
             deciders,
+            decider_gates: deciders
+                .iter()
+                .map(|(&version, doc)| (version, FixedGates::new(doc)))
+                .collect(),
+            fixed_flips: [CategoryFlips::default(); 6],
             impact: Impact::default(),
         }
     }
 
     /// Counts one job.
     pub fn add(&mut self, row: &StoredScores) {
-        let impact = &mut self.impact;
-        impact.jobs += 1;
+        self.impact.jobs += 1;
         if !row.is_scored() {
             return;
         }
-        impact.rescored += 1;
-        let applied = decide(self.doc, row.scores());
-        if applied.band || sampled(row.job_id, self.doc.review.sample_rate) {
-            impact.to_review += 1;
+        self.impact.rescored += 1;
+        if row.custom.is_empty() {
+            self.add_fixed(row);
+        } else {
+            self.add_custom(row);
         }
-        let after = row.listed || applied.rejects();
-        match (row.prohibited, after) {
-            (false, true) => {
-                impact.pass_to_reject += 1;
-                if impact.examples.pass_to_reject.len() < EXAMPLES {
-                    impact.examples.pass_to_reject.push(row.job_id);
-                }
-                for hit in &applied.hits {
-                    let flips = impact.by_category.entry(hit.category.clone()).or_default();
-                    flips.pass_to_reject += 1;
-                }
+    }
+
+    /// Counts a job with fixed scores only, through the gates.
+    fn add_fixed(&mut self, row: &StoredScores) {
+        let (hits, band) = self.gates.apply(&row.fixed);
+        let after = row.listed || hits != 0;
+        let Some(flip) = self.count(row, band, after) else {
+            return;
+        };
+        let attributed = match flip {
+            Flip::PassToReject => hits,
+            Flip::RejectToPass => match row.policy_version.and_then(|v| self.decider_gates.get(&v))
+            {
+                Some(decider) => decider.apply(&row.fixed).0,
+                None => self.gates.apply(&row.fixed).0,
+            },
+        };
+        for (index, flips) in self.fixed_flips.iter_mut().enumerate() {
+            if attributed & (1 << index) != 0 {
+                flip.add_to(flips);
             }
-            (true, false) => {
-                impact.reject_to_pass += 1;
-                if impact.examples.reject_to_pass.len() < EXAMPLES {
-                    impact.examples.reject_to_pass.push(row.job_id);
-                }
+        }
+    }
+
+    /// Counts a job with custom scores, through [`decide`].
+    fn add_custom(&mut self, row: &StoredScores) {
+        let applied = decide(self.doc, row.scores());
+        let Some(flip) = self.count(row, applied.band, row.listed || applied.rejects()) else {
+            return;
+        };
+        let hits = match flip {
+            Flip::PassToReject => applied.hits,
+            Flip::RejectToPass => {
                 let decider = row
                     .policy_version
                     .and_then(|v| self.deciders.get(&v))
                     .unwrap_or(self.doc);
-                for hit in decide(decider, row.scores()).hits {
-                    let flips = impact.by_category.entry(hit.category).or_default();
-                    flips.reject_to_pass += 1;
-                }
+                decide(decider, row.scores()).hits
             }
-            _ => {}
+        };
+        for hit in hits {
+            let flips = self.impact.by_category.entry(hit.category).or_default();
+            flip.add_to(flips);
         }
+    }
+
+    /// Counts the review and the flip of a job `after` would reject (or not), and returns the
+    /// flip.
+    fn count(&mut self, row: &StoredScores, band: bool, after: bool) -> Option<Flip> {
+        let impact = &mut self.impact;
+        if band || sampled(row.job_id, self.doc.review.sample_rate) {
+            impact.to_review += 1;
+        }
+        let (flip, total, examples) = match (row.prohibited, after) {
+            (false, true) => (
+                Flip::PassToReject,
+                &mut impact.pass_to_reject,
+                &mut impact.examples.pass_to_reject,
+            ),
+            (true, false) => (
+                Flip::RejectToPass,
+                &mut impact.reject_to_pass,
+                &mut impact.examples.reject_to_pass,
+            ),
+            _ => return None,
+        };
+        *total += 1;
+        if examples.len() < EXAMPLES {
+            examples.push(row.job_id);
+        }
+        Some(flip)
     }
 
     /// The impact counted.
     pub fn finish(self) -> Impact {
-        self.impact
+        let mut impact = self.impact;
+        for (name, flips) in FIXED_CATEGORIES.iter().zip(self.fixed_flips) {
+            if flips != CategoryFlips::default() {
+                let total = impact.by_category.entry((*name).to_owned()).or_default();
+                total.pass_to_reject += flips.pass_to_reject;
+                total.reject_to_pass += flips.reject_to_pass;
+            }
+        }
+        impact
+    }
+}
+
+/// A change of decision.
+#[derive(Debug, Clone, Copy)]
+enum Flip {
+    PassToReject,
+    RejectToPass,
+}
+
+impl Flip {
+    /// Counts this flip in `flips`.
+    fn add_to(self, flips: &mut CategoryFlips) {
+        match self {
+            Self::PassToReject => flips.pass_to_reject += 1,
+            Self::RejectToPass => flips.reject_to_pass += 1,
+        }
     }
 }
 
@@ -166,6 +245,56 @@ mod tests {
         assert_eq!(impact.by_category["violence"].pass_to_reject, 1);
         assert_eq!(impact.by_category["hate"].reject_to_pass, 1);
         assert_eq!(impact.examples.pass_to_reject.len(), 1);
+    }
+
+    #[test]
+    fn the_gated_count_equals_the_count_through_decide() {
+        // The same jobs twice: with fixed scores only (counted through the gates), and with a
+        // custom score no version enforces besides (counted through decide).
+        let old = PolicyDoc::defaults(&PolicyDefaults::default());
+        let mut new = old.clone();
+        new.categories.insert(
+            "violence".into(),
+            Rule {
+                review_at: Some(0.2),
+                ..Rule::enforce(0.3)
+            },
+        );
+        new.categories.insert("hate".into(), Rule::enforce(0.9));
+        new.categories.insert(
+            "custom.quiet".into(),
+            Rule {
+                mode: crate::policy::Mode::Off,
+                ..Rule::enforce(0.5)
+            },
+        );
+        let mut quiet_old = old.clone();
+        quiet_old
+            .categories
+            .insert("custom.quiet".into(), new.categories["custom.quiet"]);
+        let deciders = HashMap::from([(1, quiet_old)]);
+        let mut gated = ImpactCounter::new(&new, &deciders);
+        let mut decided = ImpactCounter::new(&new, &deciders);
+        let mut seed = 7u32;
+        let mut next = move || {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            u16::try_from(seed >> 22).unwrap_or(0).min(1000)
+        };
+        for i in 0..5_000 {
+            let scores: Vec<(&str, u16)> = ["harassment", "hate", "violence", "sexual"]
+                .into_iter()
+                .map(|c| (c, next()))
+                .collect();
+            let prohibited = scores.iter().any(|&(_, s)| s >= 500);
+            let fixed_only = row(prohibited, i % 97 == 0, &scores);
+            let mut with_custom = fixed_only.clone();
+            with_custom.custom = vec![("custom.quiet".to_owned(), next())];
+            gated.add(&fixed_only);
+            decided.add(&with_custom);
+        }
+        let (gated, decided) = (gated.finish(), decided.finish());
+        assert!(gated.pass_to_reject > 0 && gated.reject_to_pass > 0 && gated.to_review > 0);
+        assert_eq!(gated, decided);
     }
 
     #[test]
