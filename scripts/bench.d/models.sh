@@ -7,13 +7,14 @@
 #    faster-whisper on the same model, CPU, int8 (target ratio >= 1.0);
 #  - text: end-to-end text jobs/s with every text model on, English and other languages
 #    (target >= 300/s);
+#  - cores: text jobs/s of one worker on both cores versus pinned to one (target >= 1.8x);
 #  and the worker's peak RSS with every model loaded (target <= 800 MB).
 # MODELS_PARTS (e.g. "text rss") runs only those parts.
 source "$(dirname "$0")/../lib.sh"
 ensure_models
 ensure_model_tests
 export MODEL_TESTS_PYTHON=$MODEL_TESTS_VENV/bin/python
-for name in ${MODELS_PARTS:-audio nsfw rss text}; do
+for name in ${MODELS_PARTS:-audio nsfw rss text cores}; do
   part="$(dirname "$0")/models.d/$name.sh"
   [ -f "$part" ] || die "no part $part"
   log "models: $name"

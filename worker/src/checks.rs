@@ -72,8 +72,7 @@ impl LocalModels {
         } else {
             None
         };
-        let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        let inference = Inference::new(cores);
+        let inference = Inference::new(settings.threads);
         let text = if takes(Modality::Text) || takes(Modality::Audio) {
             TextModel::load(
                 &mut loader,

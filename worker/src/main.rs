@@ -18,15 +18,22 @@ struct Cli {
     modality: Vec<Modality>,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     telemetry::init_tracing("worker");
     #[cfg(target_os = "linux")]
     without_huge_pages();
     let cli = Cli::parse();
-    let worker = Worker::build(WorkerSettings::from_env(cli.modality)?).await?;
-    worker.run_until_stopped(runtime::shutdown_signal()).await;
-    Ok(())
+    let settings = WorkerSettings::from_env(cli.modality)?;
+    // One runtime thread per core the process may use (APP_WORKER_THREADS).
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(settings.threads)
+        .enable_all()
+        .build()?
+        .block_on(async {
+            let worker = Worker::build(settings).await?;
+            worker.run_until_stopped(runtime::shutdown_signal()).await;
+            Ok(())
+        })
 }
 
 /// Turns transparent huge pages off for this process. mimalloc hands freed memory back to the

@@ -16,8 +16,41 @@ use moderation_shared::{
 
 use crate::{classify::openai::OpenAiSettings, models::whisper::SpeechModel};
 
-/// Concurrency per modality when `APP_WORKER_CONCURRENCY` does not name it.
+/// Concurrency per modality when `APP_WORKER_CONCURRENCY` does not name it, on up to two
+/// cores; [`default_concurrency`] scales it to more.
 pub const DEFAULT_CONCURRENCY: usize = 8;
+
+/// The most `APP_WORKER_THREADS` takes.
+pub const MAX_THREADS: usize = 1024;
+
+/// Concurrency per modality when `APP_WORKER_CONCURRENCY` does not name it, for a process
+/// allowed `threads` cores: [`DEFAULT_CONCURRENCY`], or four jobs per core where that is more,
+/// so that while some jobs wait on Postgres, Redis or a download, the others keep every core
+/// of the inference pool busy.
+pub fn default_concurrency(threads: usize) -> usize {
+    DEFAULT_CONCURRENCY.max(4 * threads)
+}
+
+/// The cores this process may use: its CPU affinity (`taskset`) and cgroup quota
+/// (`cpu.max`), as the standard library reads them; 1 when they cannot be read.
+fn allowed_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+/// Parses `APP_WORKER_THREADS`: the cores the process sizes its pools to, 1 to
+/// [`MAX_THREADS`]; `allowed` when unset.
+fn parse_threads(raw: Option<&str>, allowed: usize) -> Result<usize, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(allowed);
+    };
+    match raw.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_THREADS).contains(&n) => Ok(n),
+        _ => Err(ConfigError::new(
+            "APP_WORKER_THREADS",
+            format!("expected a whole number from 1 to {MAX_THREADS}, got {raw:?}"),
+        )),
+    }
+}
 
 /// `APP_CLASSIFIER`: which provider decides what the blocklists and hash banks let through.
 #[derive(Debug, Clone)]
@@ -59,6 +92,10 @@ pub struct WorkerSettings {
     /// `APP_HOST` and `METRICS_PORT`: where `/metrics` is served (default `0.0.0.0:9091`;
     /// port 0 picks a free one).
     pub metrics_addr: SocketAddr,
+    /// `APP_WORKER_THREADS`: the cores the process sizes its pools to (the async runtime, the
+    /// model inference pool and the text model's batches at once); by default the cores its
+    /// CPU affinity and cgroup quota allow.
+    pub threads: usize,
     /// `APP_WORKER_CONCURRENCY`: jobs in progress at once, per modality.
     pub concurrency: Concurrency,
     /// Queue and relay timing (`APP_QUEUE_*`, `APP_RELAY_*`).
@@ -153,10 +190,12 @@ fn default_model_dir() -> PathBuf {
 impl WorkerSettings {
     /// Reads the environment; `modalities` come from the command line.
     pub fn from_env(modalities: Vec<Modality>) -> Result<Self, ConfigError> {
+        let threads = parse_threads(env_raw("APP_WORKER_THREADS")?.as_deref(), allowed_cores())?;
+        let default = default_concurrency(threads);
         let concurrency = match env_raw("APP_WORKER_CONCURRENCY")? {
-            Some(raw) => Concurrency::parse(&raw)
+            Some(raw) => Concurrency::parse(&raw, default)
                 .map_err(|reason| ConfigError::new("APP_WORKER_CONCURRENCY", reason))?,
-            None => Concurrency::default(),
+            None => Concurrency::all(default),
         };
         let classifier = ClassifierSettings::from_env(&modalities)?;
         Ok(Self {
@@ -164,6 +203,7 @@ impl WorkerSettings {
             redis: RedisSettings::from_env()?,
             modalities,
             metrics_addr: metrics_addr(9091)?,
+            threads,
             concurrency,
             queue: QueueSettings::from_env()?,
             shutdown_timeout: Duration::from_secs(25),
@@ -185,6 +225,7 @@ impl WorkerSettings {
             redis,
             modalities: Modality::ALL.to_vec(),
             metrics_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            threads: allowed_cores(),
             concurrency: Concurrency::default(),
             queue: QueueSettings::default(),
             shutdown_timeout: Duration::from_secs(25),
@@ -204,7 +245,7 @@ impl WorkerSettings {
 }
 
 /// Jobs in progress at once per modality: `8` for every modality, or `text=8,image=2` per
-/// modality (unnamed ones get [`DEFAULT_CONCURRENCY`]), or both: `4,text=16`.
+/// modality (unnamed ones get the default, [`default_concurrency`]), or both: `4,text=16`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Concurrency {
     default: usize,
@@ -234,9 +275,9 @@ impl Concurrency {
             .unwrap_or(self.default)
     }
 
-    /// Parses the `APP_WORKER_CONCURRENCY` syntax.
-    pub fn parse(raw: &str) -> Result<Self, String> {
-        let mut parsed = Self::default();
+    /// Parses the `APP_WORKER_CONCURRENCY` syntax; modalities it does not name get `default`.
+    pub fn parse(raw: &str, default: usize) -> Result<Self, String> {
+        let mut parsed = Self::all(default);
         for part in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (modality, number) = match part.split_once('=') {
                 Some((m, n)) => (
@@ -269,16 +310,36 @@ mod tests {
 
     #[test]
     fn concurrency_parses_one_number_for_every_modality() {
-        let c = Concurrency::parse("12").unwrap();
+        let c = Concurrency::parse("12", DEFAULT_CONCURRENCY).unwrap();
         assert!(Modality::ALL.iter().all(|&m| c.of(m) == 12));
     }
 
     #[test]
     fn concurrency_parses_per_modality_values_and_defaults_the_rest() {
-        let c = Concurrency::parse("text=8, image=2").unwrap();
+        let c = Concurrency::parse("text=8, image=2", DEFAULT_CONCURRENCY).unwrap();
         assert_eq!(c.of(Modality::Text), 8);
         assert_eq!(c.of(Modality::Image), 2);
         assert_eq!(c.of(Modality::Audio), DEFAULT_CONCURRENCY);
+    }
+
+    #[test]
+    fn threads_default_to_the_allowed_cores_and_take_one_to_the_limit() {
+        assert_eq!(parse_threads(None, 3).unwrap(), 3);
+        assert_eq!(parse_threads(Some("1"), 3).unwrap(), 1);
+        assert_eq!(parse_threads(Some(" 1024 "), 3).unwrap(), MAX_THREADS);
+        for bad in ["0", "1025", "-1", "two", "1.5"] {
+            let err = parse_threads(Some(bad), 3).unwrap_err().to_string();
+            assert!(err.contains("APP_WORKER_THREADS"), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_default_concurrency_grows_with_the_cores() {
+        assert_eq!(default_concurrency(1), DEFAULT_CONCURRENCY);
+        assert_eq!(default_concurrency(2), DEFAULT_CONCURRENCY);
+        assert_eq!(default_concurrency(16), 64);
+        let c = Concurrency::parse("text=2", default_concurrency(16)).unwrap();
+        assert_eq!((c.of(Modality::Text), c.of(Modality::Image)), (2, 64));
     }
 
     #[test]
@@ -292,11 +353,21 @@ mod tests {
 
     #[test]
     fn concurrency_accepts_the_limits_and_rejects_beyond_them() {
-        assert_eq!(Concurrency::parse("1").unwrap().of(Modality::Text), 1);
-        assert_eq!(Concurrency::parse("1000").unwrap().of(Modality::Text), 1000);
-        assert!(Concurrency::parse("0").is_err());
-        assert!(Concurrency::parse("1001").is_err());
-        assert!(Concurrency::parse("chat=2").is_err());
-        assert!(Concurrency::parse("text=many").is_err());
+        assert_eq!(
+            Concurrency::parse("1", DEFAULT_CONCURRENCY)
+                .unwrap()
+                .of(Modality::Text),
+            1
+        );
+        assert_eq!(
+            Concurrency::parse("1000", DEFAULT_CONCURRENCY)
+                .unwrap()
+                .of(Modality::Text),
+            1000
+        );
+        assert!(Concurrency::parse("0", DEFAULT_CONCURRENCY).is_err());
+        assert!(Concurrency::parse("1001", DEFAULT_CONCURRENCY).is_err());
+        assert!(Concurrency::parse("chat=2", DEFAULT_CONCURRENCY).is_err());
+        assert!(Concurrency::parse("text=many", DEFAULT_CONCURRENCY).is_err());
     }
 }

@@ -8,6 +8,7 @@
 # the text models loaded (idle after loading, and after the run). Target: >= 300 completed
 # text jobs/s on 2 cores.
 # The models come from scripts/models (APP_MODEL_DIR, else the default directory).
+# WORKER_CPUS (a taskset list such as 0) pins the worker to those cores.
 source "$(dirname "$0")/../../lib.sh"
 command -v wrk >/dev/null || apt_install wrk
 CONNECTIONS=${CONNECTIONS:-64}
@@ -27,8 +28,10 @@ org=$("$BIN/modctl" org create --name bench | json_field org_id)
 KEY=$("$BIN/modctl" key create --org "$org" --scopes moderate:prompt | json_field key)
 
 "$BIN/api" & API=$!
+pin=()
+[ -z "${WORKER_CPUS:-}" ] || pin=(taskset -c "$WORKER_CPUS")
 APP_MODEL_DIR=$MODELS APP_LOCAL_MODELS=required METRICS_PORT=$WORKER_METRICS \
-  "$BIN/worker" --modality text & WORKER=$!
+  "${pin[@]}" "$BIN/worker" --modality text & WORKER=$!
 cleanup() {
   kill "$API" "$WORKER" 2>/dev/null || true
   wait "$API" "$WORKER" 2>/dev/null || true

@@ -105,6 +105,8 @@ impl<'a> Loader<'a> {
 #[derive(Debug, Clone)]
 pub struct Inference {
     slots: Arc<Semaphore>,
+    /// The inferences it runs at once.
+    size: usize,
 }
 
 /// Inference could not run: the blocking task panicked or the pool was shut down.
@@ -117,7 +119,13 @@ impl Inference {
     pub fn new(slots: usize) -> Self {
         Self {
             slots: Arc::new(Semaphore::new(slots.max(1))),
+            size: slots.max(1),
         }
+    }
+
+    /// The inferences it runs at once.
+    pub fn size(&self) -> usize {
+        self.size
     }
 
     /// Runs `work` on a blocking thread once a slot is free, and returns its result.

@@ -226,12 +226,15 @@ impl TextModel {
 
 impl<E: Embed> Judge<E> {
     fn new(model: E, scorer: Scorer, inference: Inference, custom_scale: f32) -> Self {
+        // A batch in flight per core of the pool (and two at least, so that one gathers while
+        // the other runs): the process's cores all embed at once.
+        let batches = inference.size().max(2);
         let executor = EmbedBatch {
             model: Arc::new(model),
             inference,
         };
         Self {
-            embeddings: Batcher::spawn(executor, MAX_BATCH, 2),
+            embeddings: Batcher::spawn(executor, MAX_BATCH, batches),
             scorer: Arc::new(scorer),
             custom: moka::sync::Cache::new(1_000),
             custom_scale,
