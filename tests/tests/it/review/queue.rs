@@ -154,6 +154,31 @@ async fn an_expired_claim_is_pending_again_by_itself_and_anyone_may_claim_it() {
 }
 
 #[tokio::test]
+async fn an_expired_claim_keeps_its_place_in_the_queue_before_newer_pending_items() {
+    let fleet = ReviewFleet::start(1.0).await;
+    fleet.completed("the older one").await;
+    let older = fleet.claim(&fleet.key).await.unwrap();
+    let older_id = older["item_id"].as_str().unwrap().to_owned();
+    fleet.completed("the newer one").await;
+    let client = fleet.app.db.pool.get().await.unwrap();
+    client
+        .execute(
+            "UPDATE review_items SET claim_expires_at = now() - interval '1 second' WHERE id = $1",
+            &[&older_id.parse::<uuid::Uuid>().unwrap()],
+        )
+        .await
+        .unwrap();
+    // The expired claim is read from one index and the pending item from another: the claim
+    // takes the earlier in queue order, then the other, then there is none.
+    let other = fleet.other_reviewer().await;
+    let first = fleet.claim(&other).await.unwrap();
+    assert_eq!(first["item_id"], older_id.as_str());
+    let second = fleet.claim(&other).await.unwrap();
+    assert_ne!(second["item_id"], older_id.as_str());
+    assert!(fleet.claim(&other).await.is_none());
+}
+
+#[tokio::test]
 async fn only_the_holder_releases_an_item_which_is_pending_again() {
     let fleet = ReviewFleet::start(1.0).await;
     fleet.completed("something").await;
