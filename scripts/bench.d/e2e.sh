@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # End to end with the local provider: prompts submitted through the api, classified by a text
-# worker, completed in Postgres (no webhook target, so the dispatcher has nothing to do).
+# worker, completed in Postgres (no webhook target, so the dispatcher has nothing to do). The
+# worker gets an empty model directory: lists and keywords only, the path every job takes
+# (`scripts/bench models` measures the built-in models).
 #  1. Saturation: wrk with 64 connections for 20 s; completed jobs/s over the run, from the
 #     first submission to the last completion, once every job has finished.
 #  2. Below saturation: wrk paced (each of 8 connections waits between requests) at roughly
@@ -17,6 +19,8 @@ PORT=$(free_port)
 export DATABASE_URL=$DB REDIS_URL=$REDIS_BASE_URL APP_REDIS_NAMESPACE=$NS PORT RUST_LOG=warn
 export APP_AUTH_CONCURRENCY=${APP_AUTH_CONCURRENCY:-1000}
 export APP_WORKER_CONCURRENCY=${APP_WORKER_CONCURRENCY:-text=32}
+NO_MODELS=$(mktemp -d)
+export APP_MODEL_DIR=$NO_MODELS
 org=$("$BIN/modctl" org create --name bench | json_field org_id)
 "$BIN/modctl" org set "$org" --rate-per-minute 100000000 >/dev/null
 KEY=$("$BIN/modctl" key create --org "$org" --scopes moderate:prompt | json_field key)
@@ -27,6 +31,7 @@ cleanup() {
   kill "$API" "$WORKER" 2>/dev/null || true
   wait "$API" "$WORKER" 2>/dev/null || true
   redis-cli -p "$REDIS_PORT" --scan --pattern "$NS:*" | xargs -r redis-cli -p "$REDIS_PORT" del >/dev/null
+  rmdir "$NO_MODELS"
 }
 trap cleanup EXIT
 wait_http "http://127.0.0.1:$PORT/health"
