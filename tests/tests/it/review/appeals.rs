@@ -159,12 +159,17 @@ async fn refused_appeals_change_nothing() {
     let fleet = ReviewFleet::start(0.0).await;
     let job = fleet.completed("hello").await;
     let client = fleet.app.db.pool.get().await.unwrap();
-    let queued = uuid::Uuid::now_v7();
+    let in_progress = uuid::Uuid::now_v7();
     let failed = uuid::Uuid::now_v7();
+    // Not completed, and left so however slow the machine: a job in progress whose lease
+    // runs for an hour (a queued one is relayed to the fleet's worker once the relay's grace
+    // passes, and could complete before the appeal is tried).
     client
         .execute(
-            "INSERT INTO jobs (id, account_id, type, status, content) VALUES ($1, $2, 'text', 'queued', 'x')",
-            &[&queued, &fleet.key.account.0],
+            "INSERT INTO jobs (id, account_id, type, status, stage, content, claim_token, locked_until) \
+             VALUES ($1, $2, 'text', 'processing', 'classifying', 'x', gen_random_uuid(), \
+                     now() + interval '1 hour')",
+            &[&in_progress, &fleet.key.account.0],
         )
         .await
         .unwrap();
@@ -178,7 +183,7 @@ async fn refused_appeals_change_nothing() {
         .unwrap();
 
     assert_error(
-        appeal(&fleet, queued, json!({"reason": "r"})).await,
+        appeal(&fleet, in_progress, json!({"reason": "r"})).await,
         409,
         "CONFLICT",
     )
