@@ -358,10 +358,11 @@ impl Drop for PrivateRedis {
 }
 
 impl TestApp {
-    /// Polls `GET /api/v1/job/{id}` with `key` until the job is completed or failed (20 s at
-    /// most) and returns its body.
+    /// Polls `GET /api/v1/job/{id}` with `key` until the job is completed or failed (90 s at
+    /// most: the models tier decodes video and runs Whisper side by side on two cores) and
+    /// returns its body.
     pub async fn finished_job(&self, key: &crate::TestKey, job: uuid::Uuid) -> serde_json::Value {
-        eventually(Duration::from_secs(20), "the job to finish", || async {
+        eventually(Duration::from_secs(90), "the job to finish", || async {
             let body: serde_json::Value = self
                 .get(&format!("/api/v1/job/{job}"), key)
                 .await
