@@ -25,6 +25,7 @@ pub mod redis_cluster;
 pub mod registry;
 pub mod review;
 pub mod scores;
+pub mod startup;
 pub mod traces;
 pub mod worker;
 

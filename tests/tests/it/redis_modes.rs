@@ -3,15 +3,7 @@
 //! sentinel set-up without a master name or with a name the sentinels do not know: every
 //! process refuses to start, naming the variable at fault.
 
-use std::{
-    io::Read,
-    process::{Command, Stdio},
-    time::Duration,
-};
-
-use moderation_tests::{
-    eventually, redis_cluster::RedisSentinels, spawn_app, unused_port, TestApp,
-};
+use moderation_tests::{redis_cluster::RedisSentinels, spawn_app, unused_port, TestApp};
 
 /// Every process that reads the Redis settings, with its arguments.
 const PROCESSES: [(&str, &[&str]); 4] = [
@@ -21,60 +13,10 @@ const PROCESSES: [(&str, &[&str]); 4] = [
     ("dashboard", &[]),
 ];
 
-/// Starts `binary` on `app`'s database with `env` and returns its stderr once it exits: it
-/// must exit, unsuccessfully, within 20 seconds (a process that starts is killed and fails the
-/// test).
-async fn refused(app: &TestApp, binary: &str, args: &[&str], env: &[(&str, &str)]) -> String {
-    use base64::Engine;
-    let registry_key = base64::engine::general_purpose::STANDARD.encode([7u8; 32]);
-    let mut child = Killed(
-        Command::new(moderation_tests::binary(binary))
-            .args(args)
-            .env("DATABASE_URL", app.db.settings.url.expose())
-            .env("APP_REDIS_NAMESPACE", &app.redis.namespace)
-            .env("METRICS_PORT", "0")
-            .env("PORT", "0")
-            .env("DASHBOARD_PORT", "0")
-            .env("RUST_LOG", "warn")
-            .env("APP_ENCRYPTION_KEY", app.encryption_key.to_base64())
-            .env("APP_REGISTRY_KEY", registry_key)
-            .envs(env.iter().copied())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let status = eventually(Duration::from_secs(20), "the process to exit", || {
-        let exited = child.0.try_wait().unwrap();
-        async move { exited }
-    })
-    .await;
-    assert!(!status.success(), "{binary} started with {env:?}");
-    let mut stderr = String::new();
-    child
-        .0
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    stderr
-}
-
-/// A child process killed when dropped (a test that fails leaves nothing running).
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Asserts that every process refuses `env`, naming `variable` and saying `why`.
 async fn every_process_refuses(app: &TestApp, env: &[(&str, &str)], variable: &str, why: &str) {
     for (binary, args) in PROCESSES {
-        let stderr = refused(app, binary, args, env).await;
+        let stderr = app.refused_start(binary, args, env).await;
         assert!(
             stderr.contains(variable) && stderr.contains(why),
             "{binary} with {env:?}: {stderr}"

@@ -1,14 +1,8 @@
 //! Rows past `APP_RETENTION_DAYS` are never returned, even while their partition holds younger
 //! rows; the settings are checked at start.
 
-use std::{
-    io::Read,
-    process::{Command, Stdio},
-    time::Duration as StdDuration,
-};
-
 use moderation_shared::lifecycle::Retention;
-use moderation_tests::{eventually, fixtures::JobRow, spawn_app_with, TestApp, TestKey};
+use moderation_tests::{fixtures::JobRow, spawn_app_with, TestApp, TestKey};
 use serde_json::Value;
 use time::{format_description::well_known::Rfc3339, Duration, OffsetDateTime};
 use uuid::Uuid;
@@ -125,84 +119,34 @@ async fn a_job_past_retention_is_never_returned_while_its_partition_still_holds_
     assert!(inside.headers().get("x-retained-since").is_none());
 }
 
-/// Starts the `binary` with `env` and returns its stderr once it exits: it must exit, unsuccessfully,
-/// within 20 seconds (a process that starts is killed and fails the test).
-async fn refused(app: &TestApp, binary: &str, args: &[&str], env: &[(&str, &str)]) -> String {
-    use base64::Engine;
-    let registry_key = base64::engine::general_purpose::STANDARD.encode([7u8; 32]);
-    let mut child = Killed(
-        Command::new(moderation_tests::binary(binary))
-            .args(args)
-            .env("DATABASE_URL", app.db.settings.url.expose())
-            .env("REDIS_URL", app.redis.url.expose())
-            .env("APP_REDIS_NAMESPACE", &app.redis.namespace)
-            .env("METRICS_PORT", "0")
-            .env("PORT", "0")
-            .env("DASHBOARD_PORT", "0")
-            .env("RUST_LOG", "warn")
-            .env("APP_ENCRYPTION_KEY", app.encryption_key.to_base64())
-            .env("APP_REGISTRY_KEY", registry_key)
-            .envs(env.iter().copied())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let status = eventually(StdDuration::from_secs(20), "the process to exit", || {
-        let exited = child.0.try_wait().unwrap();
-        async move { exited }
-    })
-    .await;
-    assert!(!status.success(), "{binary} started with {env:?}");
-    let mut stderr = String::new();
-    child
-        .0
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    stderr
-}
-
-/// A child process killed when dropped (a test that fails leaves nothing running).
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test]
 async fn retention_settings_out_of_range_stop_the_start_naming_the_variable() {
     let app = spawn_app_with(|_| {}).await;
 
-    let short = refused(&app, "api", &[], &[("APP_RETENTION_DAYS", "30")]).await;
+    let short = app
+        .refused_start("api", &[], &[("APP_RETENTION_DAYS", "30")])
+        .await;
     assert!(
         short.contains("APP_RETENTION_DAYS") && short.contains("31"),
         "{short}"
     );
-    let over = refused(
-        &app,
-        "worker",
-        &["--modality", "text"],
-        &[
-            ("APP_RETENTION_DAYS", "31"),
-            ("APP_CONTENT_RETENTION_DAYS", "32"),
-        ],
-    )
-    .await;
+    let over = app
+        .refused_start(
+            "worker",
+            &["--modality", "text"],
+            &[
+                ("APP_RETENTION_DAYS", "31"),
+                ("APP_CONTENT_RETENTION_DAYS", "32"),
+            ],
+        )
+        .await;
     assert!(over.contains("APP_CONTENT_RETENTION_DAYS"), "{over}");
-    let zero = refused(
-        &app,
-        "dashboard",
-        &[],
-        &[("APP_CONTENT_RETENTION_DAYS", "0")],
-    )
-    .await;
+    let zero = app
+        .refused_start("dashboard", &[], &[("APP_CONTENT_RETENTION_DAYS", "0")])
+        .await;
     assert!(zero.contains("APP_CONTENT_RETENTION_DAYS"), "{zero}");
-    let word = refused(&app, "api", &[], &[("APP_RETENTION_DAYS", "a year")]).await;
+    let word = app
+        .refused_start("api", &[], &[("APP_RETENTION_DAYS", "a year")])
+        .await;
     assert!(word.contains("APP_RETENTION_DAYS"), "{word}");
 }
