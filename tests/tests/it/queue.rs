@@ -483,3 +483,29 @@ async fn a_claim_commits_unflushed_and_nothing_else_does() {
         "the setting ended with the claim's transaction"
     );
 }
+
+#[tokio::test]
+async fn the_worker_takes_1_to_1024_threads_and_refuses_0_or_1025_naming_the_variable() {
+    let app = spawn_app().await;
+    let key = app.account_with_key(None).await;
+    for threads in ["1", "1024"] {
+        let _worker =
+            WorkerProcess::spawn(&app, &app.redis, TEXT, &[("APP_WORKER_THREADS", threads)]);
+        let job = app.submit_prompt(&key, "a friendly note").await;
+        let body = app.finished_job(&key, job).await;
+        assert_eq!(body["status"], "completed", "{threads} threads: {body}");
+    }
+    for threads in ["0", "1025"] {
+        let stderr = app
+            .refused_start(
+                "worker",
+                &["--modality", "text"],
+                &[("APP_WORKER_THREADS", threads)],
+            )
+            .await;
+        assert!(
+            stderr.contains("APP_WORKER_THREADS") && stderr.contains("1 to 1024"),
+            "{threads}: {stderr}"
+        );
+    }
+}
