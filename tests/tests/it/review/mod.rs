@@ -120,6 +120,19 @@ impl ReviewFleet {
             .unwrap()
     }
 
+    /// Lets the claim on item `id` run out, as if its ten minutes' lease had passed.
+    pub async fn expire_claim(&self, id: &str) {
+        let client = self.app.db.pool.get().await.unwrap();
+        client
+            .execute(
+                "UPDATE review_items SET claim_expires_at = now() - interval '1 second' \
+                 WHERE id = $1",
+                &[&id.parse::<uuid::Uuid>().unwrap()],
+            )
+            .await
+            .unwrap();
+    }
+
     /// The review queue's counts.
     pub async fn queue(&self) -> Value {
         self.send(&self.key, Method::GET, "/api/v1/review/queue", None)

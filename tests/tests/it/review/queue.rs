@@ -121,14 +121,7 @@ async fn an_expired_claim_is_pending_again_by_itself_and_anyone_may_claim_it() {
     let claimed = fleet.claim(&fleet.key).await.unwrap();
     let id = claimed["item_id"].as_str().unwrap().to_owned();
     // Ten minutes pass (the lease), as far as the item knows.
-    let client = fleet.app.db.pool.get().await.unwrap();
-    client
-        .execute(
-            "UPDATE review_items SET claim_expires_at = now() - interval '1 second' WHERE id = $1",
-            &[&id.parse::<uuid::Uuid>().unwrap()],
-        )
-        .await
-        .unwrap();
+    fleet.expire_claim(&id).await;
 
     let item: Value = fleet
         .send(
@@ -160,14 +153,7 @@ async fn an_expired_claim_keeps_its_place_in_the_queue_before_newer_pending_item
     let older = fleet.claim(&fleet.key).await.unwrap();
     let older_id = older["item_id"].as_str().unwrap().to_owned();
     fleet.completed("the newer one").await;
-    let client = fleet.app.db.pool.get().await.unwrap();
-    client
-        .execute(
-            "UPDATE review_items SET claim_expires_at = now() - interval '1 second' WHERE id = $1",
-            &[&older_id.parse::<uuid::Uuid>().unwrap()],
-        )
-        .await
-        .unwrap();
+    fleet.expire_claim(&older_id).await;
     // The expired claim is read from one index and the pending item from another: the claim
     // takes the earlier in queue order, then the other, then there is none.
     let other = fleet.other_reviewer().await;
