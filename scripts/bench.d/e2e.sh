@@ -4,7 +4,8 @@
 # worker gets an empty model directory: lists and keywords only, the path every job takes
 # (`scripts/bench models` measures the built-in models).
 #  1. Saturation: wrk with 64 connections for 20 s; completed jobs/s over the run, from the
-#     first submission to the last completion, once every job has finished.
+#     first submission to the last completion, once every job has finished; and the CPU
+#     time per job of the api, the worker and Postgres over the run.
 #  2. Below saturation: wrk paced (each of 8 connections waits between requests) at roughly
 #     half the saturated rate; p50/p99 of submit-to-completed (created_at to completed_at).
 # Targets: >= 2,000 completed text jobs/s; p50 <= 50 ms below saturation.
@@ -65,14 +66,19 @@ drain() {
 
 log "saturation: wrk $CONNECTIONS connections, ${DURATION}s"
 write_script 0
+cpu_api=$(cpu_ms "$API") cpu_worker=$(cpu_ms "$WORKER") cpu_pg=$(postgres_cpu_ms "$DB")
 wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --timeout 5s -s "$WORK/submit.lua" \
   "http://127.0.0.1:$PORT/api/v1/moderate/prompt" > "$WORK/sat.out"
 drain
+cpu_api=$(( $(cpu_ms "$API") - cpu_api )) cpu_worker=$(( $(cpu_ms "$WORKER") - cpu_worker ))
+cpu_pg=$(( $(postgres_cpu_ms "$DB") - cpu_pg ))
 read -r sat_jobs sat_rate sat_failed < <(psql "$DB" -qAtF' ' -c "
   SELECT count(*),
          round(count(*) / extract(epoch FROM max(completed_at) - min(created_at)))::int,
          count(*) FILTER (WHERE status <> 'completed')
   FROM jobs")
+# CPU per job in microseconds.
+per_job() { echo $(( $1 * 1000 / (sat_jobs > 0 ? sat_jobs : 1) )); }
 psql "$DB" -qc "TRUNCATE jobs CASCADE"
 
 # Half the saturated rate over 8 connections: each waits 8 / (rate / 2) s between requests.
@@ -93,6 +99,7 @@ read -r paced_jobs paced_rate p50 p99 < <(psql "$DB" -qAtF' ' -c "
 
 cat <<OUT
 e2e saturation: ${sat_rate} completed text jobs/s (${sat_jobs} jobs, ${sat_failed} not completed)   (target >= 2000)
+e2e saturation, CPU per job from submission to completion: api $(per_job "$cpu_api") us, worker $(per_job "$cpu_worker") us, postgres $(per_job "$cpu_pg") us
 e2e below saturation: ${paced_rate} jobs/s offered, submit-to-completed p50 ${p50} ms, p99 ${p99} ms   (target p50 <= 50)
 e2e below saturation: the submission's HTTP round trip p50 ${http_p50}, p99 ${http_p99}
 api peak RSS: $(( $(peak_rss_kb "$API") / 1024 )) MB, worker peak RSS: $(( $(peak_rss_kb "$WORKER") / 1024 )) MB
