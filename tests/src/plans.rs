@@ -98,3 +98,26 @@ pub fn read_between(
         })
         .collect()
 }
+
+/// The index scans so far of each index of `table` (a partition, say), by index name, after
+/// this connection's own pending counts are flushed (as for [`partition_reads`]).
+pub async fn index_scans(client: &Object, table: &str) -> std::collections::BTreeMap<String, i64> {
+    client
+        .batch_execute("SELECT pg_stat_force_next_flush()")
+        .await
+        .expect("ask for a flush of the statistics");
+    client
+        .batch_execute("SET stats_fetch_consistency = none")
+        .await
+        .expect("read the statistics as they are");
+    client
+        .query(
+            "SELECT indexrelname, idx_scan FROM pg_stat_user_indexes WHERE relname = $1",
+            &[&table],
+        )
+        .await
+        .expect("read the indexes' statistics")
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect()
+}

@@ -462,6 +462,11 @@ pub async fn finish_many(
     for result in results {
         columns.push(result);
     }
+    // `jobs.id = ANY($1)` repeats the join's ids as an array, so Postgres plans only the
+    // partitions holding them (the join alone has it plan every partition). `NOT IN` the
+    // terminal states, not `IN` the others: from that Postgres may combine the partial
+    // indexes of queued and processing jobs, which reads every job in either state per call
+    // when statistics lag behind a growing queue.
     let rows = client
         .query_typed(
             "UPDATE jobs SET status = r.status, stage = r.stage, is_prohibited = r.prohibited, \
@@ -481,7 +486,8 @@ pub async fn finish_many(
                                        code, message, token, scores, stamp, policy_version, \
                                        shadow, language, model_set, review, ord), \
                   accounts a \
-             WHERE jobs.id = r.id AND jobs.status IN ('queued', 'processing') \
+             WHERE jobs.id = r.id AND jobs.id = ANY($1) \
+               AND jobs.status NOT IN ('completed', 'failed') \
                AND a.id = jobs.account_id AND (r.stamp IS NULL OR a.settings_stamp = r.stamp) \
              RETURNING r.ord, jobs.account_id, jobs.type, jobs.created_at, jobs.completed_at, \
                        coalesce(jobs.webhook_url, \
@@ -832,11 +838,18 @@ pub async fn claim_many(
                   -- Every row updated joins this one, so the setting is made before the
                   -- first write; it lasts until this statement's own commit.
                   (SELECT set_config('synchronous_commit', 'off', true)) AS unflushed
-             WHERE jobs.id = r.id AND a.id = jobs.account_id
-               AND ((jobs.status = 'processing' AND jobs.claim_token = r.token)
-                    OR (jobs.attempts < $1
-                        AND (jobs.status = 'queued'
-                             OR (jobs.status = 'processing' AND r.redelivery))))
+             -- The ids again as an array: Postgres plans only the partitions holding them
+             -- (the join alone has it plan every partition, and prune them as it runs).
+             WHERE jobs.id = r.id AND jobs.id = ANY($2) AND a.id = jobs.account_id
+               -- A CASE, not status comparisons joined by OR: from those Postgres may
+               -- combine the partial indexes of queued and processing jobs (statistics lag
+               -- behind a growing queue), which reads every job in either state per claim.
+               AND CASE jobs.status
+                       WHEN 'queued' THEN jobs.attempts < $1
+                       WHEN 'processing' THEN jobs.claim_token = r.token
+                                              OR (jobs.attempts < $1 AND r.redelivery)
+                       ELSE false
+                   END
              RETURNING r.ord, jobs.account_id, jobs.content, jobs.messages, jobs.attempts,
                        a.nsfw_check, a.settings_stamp",
             &[

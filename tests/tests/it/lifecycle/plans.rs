@@ -16,7 +16,7 @@ use moderation_shared::{
 };
 use moderation_tests::{
     fixtures::{ensure_partitions, JobRow},
-    plans::{partition_reads, read_between},
+    plans::{index_scans, partition_reads, read_between},
     spawn_app, TestApp,
 };
 use time::{Duration, OffsetDateTime};
@@ -203,6 +203,105 @@ async fn the_workers_claim_and_finish_read_the_one_partition_of_the_job() {
     assert_eq!(finished.len(), 1);
     let read = read_between(&before, &after);
     assert_eq!(names(&read), [current.as_str()], "finish: {read:?}");
+}
+
+#[tokio::test]
+async fn the_workers_claim_and_finish_read_jobs_by_id_while_statistics_lag_behind_the_queue() {
+    let app = spawn_app().await;
+    let account = app.create_account().await;
+    let client = app.db.pool.get().await.unwrap();
+    let raw: &tokio_postgres::Client = &client;
+    let current = partition("jobs", clock::now());
+    // Statistics taken while the month held 5,000 finished jobs and 10 queued, then 20,000
+    // queued behind them that no ANALYZE has seen: a saturated fleet's queue.
+    client
+        .batch_execute(&format!(
+            "ALTER TABLE {current} SET (autovacuum_enabled = false)"
+        ))
+        .await
+        .unwrap();
+    let insert = |status: &'static str, count: i64| {
+        let client = &client;
+        async move {
+            client
+                .execute(
+                    "INSERT INTO jobs (id, account_id, type, content, status, stage, \
+                                       is_prohibited, completed_at, enqueued_at) \
+                     SELECT uuid_v7(), $1, 'text', 'lagging', $2, \
+                            CASE WHEN $2 = 'queued' THEN 'queued' ELSE 'done' END, \
+                            CASE WHEN $2 = 'queued' THEN NULL ELSE false END, \
+                            CASE WHEN $2 = 'queued' THEN NULL ELSE now() END, now() \
+                     FROM generate_series(1, $3::int8)",
+                    &[&account.0, &status, &count],
+                )
+                .await
+                .unwrap();
+        }
+    };
+    insert("completed", 5_000).await;
+    insert("queued", 10).await;
+    client
+        .batch_execute(&format!("ANALYZE {current}"))
+        .await
+        .unwrap();
+    insert("queued", 20_000).await;
+    let ids: Vec<Uuid> = client
+        .query(
+            "SELECT id FROM jobs WHERE status = 'queued' ORDER BY id DESC LIMIT 20",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let token = ClaimToken::new();
+
+    let before = index_scans(&client, &current).await;
+    let requests: Vec<ClaimRequest> = ids
+        .iter()
+        .map(|&id| ClaimRequest {
+            id: JobId(id),
+            token,
+            redelivery: false,
+            first_stage: JobStage::Classifying,
+        })
+        .collect();
+    let claims = jobs::claim_many(raw, &requests, 3, StdDuration::from_secs(60))
+        .await
+        .unwrap();
+    let results: Vec<JobResult> = ids
+        .iter()
+        .map(|&id| JobResult {
+            id: JobId(id),
+            token,
+            stamp: None,
+            outcome: JobOutcome::Failed {
+                code: FailureCode::Internal,
+                message: "a test".to_owned(),
+            },
+        })
+        .collect();
+    let finished = jobs::finish_many(raw, &results).await.unwrap();
+    let after = index_scans(&client, &current).await;
+
+    assert!(
+        claims.iter().all(|c| matches!(c, jobs::Claim::Claimed(_))),
+        "{claims:?}"
+    );
+    assert_eq!(finished.len(), 20);
+    // Each statement looks its jobs up by the primary key; an index of queued or processing
+    // jobs read here would be read whole (every job in the queue) on every call.
+    let used: Vec<&String> = after
+        .iter()
+        .filter(|(name, scans)| before.get(*name) != Some(*scans))
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(
+        used,
+        [&format!("{current}_pkey")],
+        "{before:?} -> {after:?}"
+    );
 }
 
 #[tokio::test]
