@@ -145,7 +145,6 @@ async fn a_submission_whose_connection_is_lost_after_its_insert_answers_503_with
     let key = app.account_with_key(None).await;
     app.submit_prompt(&key, "warm up").await;
 
-    let since = server_now(&app).await;
     proxy.lose_replies();
     let (app_ref, key_ref) = (&app, &key);
     let submit = async move {
@@ -154,7 +153,18 @@ async fn a_submission_whose_connection_is_lost_after_its_insert_answers_503_with
             .await
     };
     let cut = async {
-        wait_until_sent(&app, "%INSERT INTO jobs%", since).await;
+        // Once the insert has committed (seen on a connection of the test's own): the
+        // statement being sent is not enough, as its transaction ends only with the Sync
+        // that follows it, which the proxy might not have passed on yet.
+        eventually(Duration::from_secs(20), "the insert to commit", || async {
+            let client = app.db.pool.get().await.ok()?;
+            let row = client
+                .query_opt("SELECT 1 FROM jobs WHERE content = 'cut short'", &[])
+                .await
+                .ok()?;
+            row.map(drop)
+        })
+        .await;
         // No new connection either until the answer is given, as while a standby is promoted.
         proxy.blackhole();
         proxy.cut();
