@@ -488,6 +488,7 @@ async fn a_claim_commits_unflushed_and_nothing_else_does() {
 async fn the_worker_takes_1_to_1024_threads_and_refuses_0_or_1025_naming_the_variable() {
     let app = spawn_app().await;
     let key = app.account_with_key(None).await;
+    app.lift_rate_limit(key.account).await;
     for threads in ["1", "1024"] {
         let _worker =
             WorkerProcess::spawn(&app, &app.redis, TEXT, &[("APP_WORKER_THREADS", threads)]);
