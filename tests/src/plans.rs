@@ -51,15 +51,7 @@ pub async fn partition_reads(
     client: &Object,
     table: &str,
 ) -> std::collections::BTreeMap<String, Reads> {
-    // The flush happens once the backend is idle, after this statement.
-    client
-        .batch_execute("SELECT pg_stat_force_next_flush()")
-        .await
-        .expect("ask for a flush of the statistics");
-    client
-        .batch_execute("SET stats_fetch_consistency = none")
-        .await
-        .expect("read the statistics as they are");
+    flush_own_statistics(client).await;
     client
         .query(
             "SELECT relname, seq_scan, coalesce(idx_scan, 0) FROM pg_stat_user_tables \
@@ -102,14 +94,7 @@ pub fn read_between(
 /// The index scans so far of each index of `table` (a partition, say), by index name, after
 /// this connection's own pending counts are flushed (as for [`partition_reads`]).
 pub async fn index_scans(client: &Object, table: &str) -> std::collections::BTreeMap<String, i64> {
-    client
-        .batch_execute("SELECT pg_stat_force_next_flush()")
-        .await
-        .expect("ask for a flush of the statistics");
-    client
-        .batch_execute("SET stats_fetch_consistency = none")
-        .await
-        .expect("read the statistics as they are");
+    flush_own_statistics(client).await;
     client
         .query(
             "SELECT indexrelname, idx_scan FROM pg_stat_user_indexes WHERE relname = $1",
@@ -120,4 +105,17 @@ pub async fn index_scans(client: &Object, table: &str) -> std::collections::BTre
         .iter()
         .map(|row| (row.get(0), row.get(1)))
         .collect()
+}
+
+/// Has this connection's pending statistics flushed (once the backend is idle, after this
+/// statement) and read as they are then, not as a snapshot taken earlier in the transaction.
+async fn flush_own_statistics(client: &Object) {
+    client
+        .batch_execute("SELECT pg_stat_force_next_flush()")
+        .await
+        .expect("ask for a flush of the statistics");
+    client
+        .batch_execute("SET stats_fetch_consistency = none")
+        .await
+        .expect("read the statistics as they are");
 }
