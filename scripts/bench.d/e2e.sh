@@ -54,12 +54,14 @@ end
 LUA
 }
 
-# Waits until no job is queued or processing (at most 120 s).
+# Waits until no job is queued or processing (at most 120 s). Each look reads the whole table
+# (about 40 ms of Postgres CPU at 100,000 jobs), so it looks twice a second: at ten it took a
+# tenth of the Postgres CPU the run measures. The rates come from the jobs' own timestamps.
 drain() {
   local i
-  for i in $(seq 1 1200); do
+  for i in $(seq 1 240); do
     [ "$(psql "$DB" -qAtc "SELECT count(*) FROM jobs WHERE status IN ('queued','processing')")" = 0 ] && return 0
-    sleep 0.1
+    sleep 0.5
   done
   die "jobs did not drain"
 }
