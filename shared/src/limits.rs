@@ -2,12 +2,13 @@
 //! by the api (every request) and the dashboard (sign-in attempts count as failed
 //! authentications of their source address).
 //!
-//! Both live in Redis, so every replica shares them. Each request costs two atomic round
-//! trips (Lua scripts): `lock.lua` checks the lock of the source address, then `windows.lua`
-//! counts the request against both rate windows of the account. They are two scripts because
-//! an address's key and an account's keys cannot share a hash tag, and on a cluster one script
-//! may only use keys of one slot. Windows are fixed and anchored at the first request counted
-//! in them; a refused request consumes nothing.
+//! Both live in Redis, so every replica shares them, in Lua scripts (atomic): `lock.lua` checks
+//! the lock of the source address, `windows.lua` counts the request against both rate windows
+//! of the account. On one server (standalone, or the master Sentinel names) a request runs
+//! both in one script, one round trip. On a cluster they are two scripts, two round trips: an
+//! address's key and an account's keys cannot share a hash tag, and a script may only use keys
+//! of one slot. Windows are fixed and anchored at the first request counted in them; a refused
+//! request consumes nothing.
 //!
 //! When Redis is unreachable the limits fail open: requests are admitted without rate-limit
 //! state and a warning is logged, so a Redis outage does not take reads down with it.
@@ -15,7 +16,7 @@
 use std::{net::IpAddr, time::Duration};
 
 use crate::{
-    config::{env_millis, env_positive, ConfigError},
+    config::{env_millis, env_positive, ConfigError, RedisMode},
     domain::AccountId,
     redis_conn::RedisConn,
     telemetry,
@@ -107,7 +108,31 @@ pub struct Limiter {
     settings: LimitSettings,
     lock: redis::Script,
     windows: redis::Script,
+    admit: redis::Script,
 }
+
+/// The lock of a source address: `KEYS[1]`, `ARGV[1..=3]` as `lock.lua` says.
+const LOCK: &str = concat!(
+    include_str!("limits/lock.lua"),
+    "return lock(KEYS[1], ARGV[1], ARGV[2], ARGV[3])\n"
+);
+
+/// The windows of an account: `KEYS[1]` minute and `KEYS[2]` burst window; `ARGV[1..=4]` the
+/// minute limit and length, the burst limit and length.
+const WINDOWS: &str = concat!(
+    include_str!("limits/windows.lua"),
+    "return windows(KEYS[1], ARGV[1], ARGV[2], KEYS[2], ARGV[3], ARGV[4])\n"
+);
+
+/// Both, on one server: the lock of `KEYS[1]` (limit and window `ARGV[1..=2]`), and unless it
+/// is locked, the windows `KEYS[2..=3]` (`ARGV[3..=6]` as for [`WINDOWS`]).
+const ADMIT: &str = concat!(
+    include_str!("limits/lock.lua"),
+    include_str!("limits/windows.lua"),
+    "local locked = lock(KEYS[1], 'check', ARGV[1], ARGV[2])\n",
+    "if locked[1] == 1 then return locked end\n",
+    "return windows(KEYS[2], ARGV[3], ARGV[4], KEYS[3], ARGV[5], ARGV[6])\n"
+);
 
 impl Limiter {
     /// A limiter keeping its counters in `redis`'s namespace.
@@ -115,8 +140,9 @@ impl Limiter {
         Self {
             redis,
             settings,
-            lock: redis::Script::new(include_str!("limits/lock.lua")),
-            windows: redis::Script::new(include_str!("limits/windows.lua")),
+            lock: redis::Script::new(LOCK),
+            windows: redis::Script::new(WINDOWS),
+            admit: redis::Script::new(ADMIT),
         }
     }
 
@@ -158,6 +184,30 @@ impl Limiter {
     async fn run(&self, mode: &str, source: IpAddr, account: Option<(AccountId, u32)>) -> Verdict {
         let per_minute = account.map_or(1, |(_, rate)| rate.max(1));
         let burst = per_minute.div_ceil(10);
+        // The windows' keys and arguments, after the lock's in the script on one server.
+        let count_in_windows = |invocation: &mut redis::ScriptInvocation<'_>, account| {
+            let [minute_key, burst_key] = self.window_keys(account);
+            invocation
+                .key(minute_key)
+                .key(burst_key)
+                .arg(per_minute)
+                .arg(millis(self.settings.rate_window))
+                .arg(burst)
+                .arg(millis(self.settings.burst_window));
+        };
+        let one_server = *self.redis.mode() != RedisMode::Cluster;
+        if let Some((account, _)) = account.filter(|_| one_server) {
+            let mut admit = self.admit.prepare_invoke();
+            admit
+                .key(self.lock_key(source))
+                .arg(self.settings.auth_failure_limit)
+                .arg(millis(self.settings.auth_failure_window));
+            count_in_windows(&mut admit, account);
+            return match self.invoke(admit).await {
+                Some(reply) => interpret(&reply, per_minute, burst),
+                None => Verdict::Admitted(None),
+            };
+        }
         let mut lock = self.lock.prepare_invoke();
         lock.key(self.lock_key(source))
             .arg(if mode == "fail" { "fail" } else { "check" })
@@ -170,15 +220,8 @@ impl Limiter {
         let Some((account, _)) = account.filter(|_| verdict == Verdict::Admitted(None)) else {
             return verdict;
         };
-        let [minute_key, burst_key] = self.window_keys(account);
         let mut windows = self.windows.prepare_invoke();
-        windows
-            .key(minute_key)
-            .key(burst_key)
-            .arg(per_minute)
-            .arg(millis(self.settings.rate_window))
-            .arg(burst)
-            .arg(millis(self.settings.burst_window));
+        count_in_windows(&mut windows, account);
         match self.invoke(windows).await {
             Some(reply) => interpret(&reply, per_minute, burst),
             None => Verdict::Admitted(None),
