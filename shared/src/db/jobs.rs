@@ -12,9 +12,10 @@ use tokio_postgres::{
 use super::{
     audit_events::{self, Actor, Target},
     deliveries::NewDelivery,
-    job_scores, review_items, BatchClient, DbError, GenericClient,
+    job_scores, partition, review_items, BatchClient, DbError, GenericClient,
 };
 use crate::{
+    clock,
     domain::{
         AccountId, ApiKeyId, AuditAction, ChatMessage, ClaimToken, DecidedBy, DeliveryId,
         FailureCode, Idempotency, JobId, JobReviewState, JobStage, JobStatus, Modality,
@@ -170,25 +171,35 @@ pub async fn insert_many(client: &impl BatchClient, jobs: &[NewJob]) -> Result<V
     let shard = ids
         .first()
         .map_or(0, |id| (id.as_u128() % USAGE_SHARDS as u128) as i16);
+    // Without keys in the batch (most submissions carry none), the statement leaves out the
+    // keys' table: less to plan on every call.
+    let (keyed, stored_only) = if idempotency_keys.iter().any(Option::is_some) {
+        (
+            "keyed AS ( \
+                 INSERT INTO idempotency_keys (account_id, key, fingerprint, job_id) \
+                 SELECT account_id, idempotency_key, request_fingerprint, id FROM input \
+                 WHERE idempotency_key IS NOT NULL ORDER BY account_id, idempotency_key \
+                 ON CONFLICT DO NOTHING RETURNING job_id),",
+            "WHERE idempotency_key IS NULL OR id IN (SELECT job_id FROM keyed)",
+        )
+    } else {
+        ("", "")
+    };
     let rows = client
         .query_typed(
-            "WITH input AS ( \
+            &format!(
+                "WITH input AS ( \
                  SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], \
                                       $5::text[], $6::jsonb[], $7::text[], $8::text[], \
                                       $9::bytea[]) \
                      AS j(id, account_id, api_key_id, type, content, messages, webhook_url, \
                           idempotency_key, request_fingerprint)), \
-             keyed AS ( \
-                 INSERT INTO idempotency_keys (account_id, key, fingerprint, job_id) \
-                 SELECT account_id, idempotency_key, request_fingerprint, id FROM input \
-                 WHERE idempotency_key IS NOT NULL ORDER BY account_id, idempotency_key \
-                 ON CONFLICT DO NOTHING RETURNING job_id), \
+             {keyed} \
              stored AS ( \
                  INSERT INTO jobs (id, account_id, api_key_id, type, content, messages, \
                                    webhook_url, enqueued_at) \
                  SELECT id, account_id, api_key_id, type, content, messages, webhook_url, now() \
-                 FROM input \
-                 WHERE idempotency_key IS NULL OR id IN (SELECT job_id FROM keyed) \
+                 FROM input {stored_only} \
                  RETURNING id, account_id, type, created_at), \
              minutes AS ( \
                  INSERT INTO usage_minutes (account_id, minute, type, shard, count) \
@@ -202,7 +213,8 @@ pub async fn insert_many(client: &impl BatchClient, jobs: &[NewJob]) -> Result<V
                  FROM stored GROUP BY 1, 2, 3 ORDER BY 1, 2, 3 \
                  ON CONFLICT (account_id, day, type, shard) \
                  DO UPDATE SET count = usage_days.count + EXCLUDED.count) \
-             SELECT id FROM stored",
+             SELECT id FROM stored"
+            ),
             &[
                 (&ids, Type::UUID_ARRAY),
                 (&accounts, Type::UUID_ARRAY),
@@ -462,14 +474,17 @@ pub async fn finish_many(
     for result in results {
         columns.push(result);
     }
-    // `jobs.id = ANY($1)` repeats the join's ids as an array, so Postgres plans only the
-    // partitions holding them (the join alone has it plan every partition). `NOT IN` the
+    // The month's partition when it surely holds the jobs (see `partition`); through the
+    // table, `jobs.id = ANY($1)` repeats the join's ids as an array, so Postgres plans only
+    // the partitions holding them (the join alone has it plan every partition). `NOT IN` the
     // terminal states, not `IN` the others: from that Postgres may combine the partial
     // indexes of queued and processing jobs, which reads every job in either state per call
     // when statistics lag behind a growing queue.
+    let table = partition::table_of("jobs", columns.ids.iter().copied(), clock::now());
     let rows = client
         .query_typed(
-            "UPDATE jobs SET status = r.status, stage = r.stage, is_prohibited = r.prohibited, \
+            &format!(
+            "UPDATE \"{table}\" AS jobs SET status = r.status, stage = r.stage, is_prohibited = r.prohibited, \
                     reason = r.reason, categories = r.categories, scores = r.scores, \
                     nsfw_checked = r.nsfw, error_code = r.code, error_message = r.message, \
                     claim_token = r.token, policy_version = r.policy_version, \
@@ -493,7 +508,8 @@ pub async fn finish_many(
                        coalesce(jobs.webhook_url, \
                                 (SELECT url FROM webhook_endpoints e \
                                  WHERE e.account_id = jobs.account_id)) AS target, \
-                       jobs.webhook_url IS NULL AS to_account",
+                       jobs.webhook_url IS NULL AS to_account"
+            ),
             &[
                 (&columns.ids, Type::UUID_ARRAY),
                 (&columns.statuses, Type::TEXT_ARRAY),
@@ -823,45 +839,17 @@ pub async fn claim_many(
     let redeliveries: Vec<bool> = requests.iter().map(|r| r.redelivery).collect();
     let stages: Vec<&str> = requests.iter().map(|r| r.first_stage.as_str()).collect();
     let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
-    let rows = client
-        .query_typed(
-            "UPDATE jobs SET status = 'processing', stage = r.stage,
-                             attempts = CASE WHEN jobs.status = 'processing'
-                                              AND jobs.claim_token = r.token
-                                             THEN attempts ELSE attempts + 1 END,
-                             claim_token = r.token,
-                             locked_until = now() + $6 * interval '1 millisecond',
-                             updated_at = now()
-             FROM unnest($2::uuid[], $3::bool[], $4::text[], $5::uuid[])
-                      WITH ORDINALITY AS r(id, redelivery, stage, token, ord),
-                  accounts a,
-                  -- Every row updated joins this one, so the setting is made before the
-                  -- first write; it lasts until this statement's own commit.
-                  (SELECT set_config('synchronous_commit', 'off', true)) AS unflushed
-             -- The ids again as an array: Postgres plans only the partitions holding them
-             -- (the join alone has it plan every partition, and prune them as it runs).
-             WHERE jobs.id = r.id AND jobs.id = ANY($2) AND a.id = jobs.account_id
-               -- A CASE, not status comparisons joined by OR: from those Postgres may
-               -- combine the partial indexes of queued and processing jobs (statistics lag
-               -- behind a growing queue), which reads every job in either state per claim.
-               AND CASE jobs.status
-                       WHEN 'queued' THEN jobs.attempts < $1
-                       WHEN 'processing' THEN jobs.claim_token = r.token
-                                              OR (jobs.attempts < $1 AND r.redelivery)
-                       ELSE false
-                   END
-             RETURNING r.ord, jobs.account_id, jobs.content, jobs.messages, jobs.attempts,
-                       a.nsfw_check, a.settings_stamp",
-            &[
-                (&max_tries, Type::INT4),
-                (&ids, Type::UUID_ARRAY),
-                (&redeliveries, Type::BOOL_ARRAY),
-                (&stages, Type::TEXT_ARRAY),
-                (&tokens, Type::UUID_ARRAY),
-                (&lease_ms, Type::INT8),
-            ],
-        )
-        .await?;
+    let params: [(&(dyn ToSql + Sync), Type); 6] = [
+        (&max_tries, Type::INT4),
+        (&ids, Type::UUID_ARRAY),
+        (&redeliveries, Type::BOOL_ARRAY),
+        (&stages, Type::TEXT_ARRAY),
+        (&tokens, Type::UUID_ARRAY),
+        (&lease_ms, Type::INT8),
+    ];
+    // The month's partition when it surely holds the jobs (see `partition`).
+    let table = partition::table_of("jobs", ids.iter().copied(), clock::now());
+    let rows = client.query_typed(&claim_sql(&table), &params).await?;
     let mut claims = vec![Claim::Duplicate; requests.len()];
     for row in rows {
         let Some(index) = ordinal(row.get("ord"), requests.len()) else {
@@ -916,6 +904,39 @@ pub async fn claim_many(
         }
     }
     Ok(claims)
+}
+
+/// The claim's statement on `table` (`jobs` or one of its partitions).
+fn claim_sql(table: &str) -> String {
+    format!(
+        "UPDATE \"{table}\" AS jobs SET status = 'processing', stage = r.stage,
+                             attempts = CASE WHEN jobs.status = 'processing'
+                                              AND jobs.claim_token = r.token
+                                             THEN attempts ELSE attempts + 1 END,
+                             claim_token = r.token,
+                             locked_until = now() + $6 * interval '1 millisecond',
+                             updated_at = now()
+             FROM unnest($2::uuid[], $3::bool[], $4::text[], $5::uuid[])
+                      WITH ORDINALITY AS r(id, redelivery, stage, token, ord),
+                  accounts a,
+                  -- Every row updated joins this one, so the setting is made before the
+                  -- first write; it lasts until this statement's own commit.
+                  (SELECT set_config('synchronous_commit', 'off', true)) AS unflushed
+             -- The ids again as an array: Postgres plans only the partitions holding them
+             -- (the join alone has it plan every partition, and prune them as it runs).
+             WHERE jobs.id = r.id AND jobs.id = ANY($2) AND a.id = jobs.account_id
+               -- A CASE, not status comparisons joined by OR: from those Postgres may
+               -- combine the partial indexes of queued and processing jobs (statistics lag
+               -- behind a growing queue), which reads every job in either state per claim.
+               AND CASE jobs.status
+                       WHEN 'queued' THEN jobs.attempts < $1
+                       WHEN 'processing' THEN jobs.claim_token = r.token
+                                              OR (jobs.attempts < $1 AND r.redelivery)
+                       ELSE false
+                   END
+             RETURNING r.ord, jobs.account_id, jobs.content, jobs.messages, jobs.attempts,
+                       a.nsfw_check, a.settings_stamp"
+    )
 }
 
 /// One job of `account` with an id from `floor` on, locked until the transaction ends (its

@@ -205,6 +205,106 @@ async fn the_workers_claim_and_finish_read_the_one_partition_of_the_job() {
     assert_eq!(names(&read), [current.as_str()], "finish: {read:?}");
 }
 
+/// Whether this connection's open transaction wrote through the table `jobs` itself (it holds
+/// `RowExclusiveLock` on it). A statement naming a partition takes at most `AccessShareLock`
+/// on the table.
+async fn wrote_through_the_table(client: &tokio_postgres::Client) -> bool {
+    client
+        .query_one(
+            "SELECT EXISTS (SELECT FROM pg_locks \
+                            WHERE pid = pg_backend_pid() AND relation = 'jobs'::regclass \
+                              AND mode = 'RowExclusiveLock')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// Claims `job` and fails it, each in a transaction of its own: whether each wrote through the
+/// table `jobs`, and the job's status after the finish.
+async fn claim_and_finish(client: &tokio_postgres::Client, job: JobId) -> (bool, bool, String) {
+    let token = ClaimToken::new();
+    client.batch_execute("BEGIN").await.unwrap();
+    let claims = jobs::claim_many(
+        client,
+        &[ClaimRequest {
+            id: job,
+            token,
+            redelivery: false,
+            first_stage: JobStage::Classifying,
+        }],
+        3,
+        StdDuration::from_secs(60),
+    )
+    .await
+    .unwrap();
+    assert!(
+        matches!(claims[..], [jobs::Claim::Claimed(_)]),
+        "{claims:?}"
+    );
+    let claim_through_table = wrote_through_the_table(client).await;
+    client.batch_execute("COMMIT; BEGIN").await.unwrap();
+    let finished = jobs::finish_many(
+        client,
+        &[JobResult {
+            id: job,
+            token,
+            stamp: None,
+            outcome: JobOutcome::Failed {
+                code: FailureCode::Internal,
+                message: "a test".to_owned(),
+            },
+        }],
+    )
+    .await
+    .unwrap();
+    assert!(
+        matches!(finished[..], [jobs::Finish::Done(_)]),
+        "{finished:?}"
+    );
+    let finish_through_table = wrote_through_the_table(client).await;
+    client.batch_execute("COMMIT").await.unwrap();
+    let status = client
+        .query_one("SELECT status FROM jobs WHERE id = $1", &[&job.0])
+        .await
+        .unwrap()
+        .get(0);
+    (claim_through_table, finish_through_table, status)
+}
+
+#[tokio::test]
+async fn the_claim_and_finish_name_this_months_partition_and_reach_older_jobs_through_the_table() {
+    let app = spawn_app().await;
+    let account = app.create_account().await;
+    let now = clock::now();
+    let this_month = JobRow::new(account, "text", "this month", now);
+    this_month.insert(&app.db.pool).await;
+    // Noon on the last day of the month before.
+    let before = now
+        .replace_day(1)
+        .unwrap()
+        .replace_time(time::Time::MIDNIGHT)
+        - Duration::hours(12);
+    let month_before = JobRow::new(account, "text", "the month before", before);
+    month_before.insert(&app.db.pool).await;
+    let client = app.db.pool.get().await.unwrap();
+    let raw: &tokio_postgres::Client = &client;
+
+    let (claim_now, finish_now, status_now) = claim_and_finish(raw, JobId(this_month.id)).await;
+    let (claim_before, finish_before, status_before) =
+        claim_and_finish(raw, JobId(month_before.id)).await;
+
+    // This month's partition is written by name (planned as a plain table is); a job of
+    // another month is written through the table. Both end.
+    assert_eq!((claim_now, finish_now), (false, false));
+    assert_eq!((claim_before, finish_before), (true, true));
+    assert_eq!(
+        (status_now.as_str(), status_before.as_str()),
+        ("failed", "failed")
+    );
+}
+
 #[tokio::test]
 async fn the_workers_claim_and_finish_read_jobs_by_id_while_statistics_lag_behind_the_queue() {
     let app = spawn_app().await;
