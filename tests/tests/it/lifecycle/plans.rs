@@ -405,6 +405,88 @@ async fn the_workers_claim_and_finish_read_jobs_by_id_while_statistics_lag_behin
 }
 
 #[tokio::test]
+async fn a_generic_plan_of_the_claim_made_while_the_month_was_small_reads_by_id_once_it_has_grown()
+{
+    let app = spawn_app().await;
+    let account = app.create_account().await;
+    let client = app.db.pool.get().await.unwrap();
+    let raw: &tokio_postgres::Client = &client;
+    let current = partition("jobs", clock::now());
+    // The first minutes of a month: a handful of jobs, analyzed; then 20,000 more that no
+    // ANALYZE has seen (none would invalidate a plan the connection kept). The claim is sent
+    // unnamed, so no plan outlives its call: as a prepared statement, the generic plan made
+    // on the small partition (a sequential scan) read the whole grown one on every claim.
+    client
+        .batch_execute(&format!(
+            "ALTER TABLE {current} SET (autovacuum_enabled = false)"
+        ))
+        .await
+        .unwrap();
+    let queue = |count: i64| {
+        let client = &client;
+        async move {
+            client
+                .query(
+                    "INSERT INTO jobs (id, account_id, type, content, enqueued_at) \
+                     SELECT uuid_v7(), $1, 'text', 'month start', now() \
+                     FROM generate_series(1, $2::int8) RETURNING id",
+                    &[&account.0, &count],
+                )
+                .await
+                .unwrap()
+                .iter()
+                .map(|row| JobId(row.get(0)))
+                .collect::<Vec<_>>()
+        }
+    };
+    let claim = |ids: Vec<JobId>| async move {
+        let requests: Vec<ClaimRequest> = ids
+            .into_iter()
+            .map(|id| ClaimRequest {
+                id,
+                token: ClaimToken::new(),
+                redelivery: false,
+                first_stage: JobStage::Classifying,
+            })
+            .collect();
+        jobs::claim_many(raw, &requests, 3, StdDuration::from_secs(60))
+            .await
+            .unwrap()
+    };
+    let first = queue(10).await;
+    client
+        .batch_execute(&format!("ANALYZE {current}"))
+        .await
+        .unwrap();
+    client
+        .batch_execute("SET plan_cache_mode = force_generic_plan")
+        .await
+        .unwrap();
+    claim(first[..2].to_vec()).await;
+    let grown = queue(20_000).await;
+
+    let before = index_scans(&client, &current).await;
+    let claims = claim(grown[..10].to_vec()).await;
+    let after = index_scans(&client, &current).await;
+
+    assert!(
+        claims.iter().all(|c| matches!(c, jobs::Claim::Claimed(_))),
+        "{claims:?}"
+    );
+    // Read through the primary key (a sequential scan reads no index at all).
+    let used: Vec<&String> = after
+        .iter()
+        .filter(|(name, scans)| before.get(*name) != Some(*scans))
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(
+        used,
+        [&format!("{current}_pkey")],
+        "{before:?} -> {after:?}"
+    );
+}
+
+#[tokio::test]
 async fn the_dispatchers_claim_reads_partitions_by_their_due_index_only() {
     let app = spawn_app().await;
     let account = app.create_account().await;
