@@ -40,7 +40,7 @@ pub mod job_scores;
 pub mod jobs;
 pub mod model_sets;
 pub mod operator_notices;
-mod partition;
+pub(crate) mod partition;
 pub mod policy_versions;
 pub mod registry_entries;
 pub mod review_items;

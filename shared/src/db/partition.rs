@@ -12,7 +12,7 @@
 
 use std::borrow::Cow;
 
-use time::{OffsetDateTime, UtcOffset};
+use time::{Date, OffsetDateTime, UtcOffset};
 use uuid::Uuid;
 
 use crate::domain::id_time;
@@ -34,11 +34,13 @@ pub(super) fn table_of<'a>(
     if !this_month {
         return Cow::Borrowed(table);
     }
-    Cow::Owned(format!(
-        "{table}_y{:04}m{:02}",
-        now.year(),
-        u8::from(now.month())
-    ))
+    Cow::Owned(month_name(table, now.date()))
+}
+
+/// The name of `table`'s partition for the month of `day` (`<table>_yYYYYmMM`), as
+/// `make_month_partition` (V017) names it.
+pub(crate) fn month_name(table: &str, day: Date) -> String {
+    format!("{table}_y{:04}m{:02}", day.year(), u8::from(day.month()))
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use time::{Date, Duration, Month, OffsetDateTime, UtcOffset};
 use uuid::Uuid;
 
 use crate::{
-    db::{DbError, GenericClient},
+    db::{partition, DbError, GenericClient},
     domain::id_time,
 };
 
@@ -81,11 +81,7 @@ pub fn missing(existing: &[Partition], from: OffsetDateTime, months: u32) -> Vec
     for (table, _) in TABLES {
         let mut month = first_of_month(from.to_offset(UtcOffset::UTC).date());
         for _ in 0..months {
-            let name = format!(
-                "{table}_y{:04}m{:02}",
-                month.year(),
-                u8::from(month.month())
-            );
+            let name = partition::month_name(table, month);
             if !existing.iter().any(|p| p.name == name) {
                 names.push(name);
             }
@@ -203,7 +199,7 @@ mod tests {
     fn partition(table: &str, from: OffsetDateTime, to: OffsetDateTime) -> Partition {
         Partition {
             table: table.to_owned(),
-            name: format!("{table}_y{:04}m{:02}", from.year(), u8::from(from.month())),
+            name: partition::month_name(table, from.date()),
             from,
             to,
             rows: 0,
