@@ -107,6 +107,18 @@ pub async fn index_scans(client: &Object, table: &str) -> std::collections::BTre
         .collect()
 }
 
+/// The indexes scanned between two readings of [`index_scans`], by name.
+pub fn scanned_between(
+    before: &std::collections::BTreeMap<String, i64>,
+    after: &std::collections::BTreeMap<String, i64>,
+) -> Vec<String> {
+    after
+        .iter()
+        .filter(|(name, scans)| before.get(*name) != Some(*scans))
+        .map(|(name, _)| name.clone())
+        .collect()
+}
+
 /// Has this connection's pending statistics flushed (once the backend is idle, after this
 /// statement) and read as they are then, not as a snapshot taken earlier in the transaction.
 async fn flush_own_statistics(client: &Object) {

@@ -16,7 +16,7 @@ use moderation_shared::{
 };
 use moderation_tests::{
     fixtures::{ensure_partitions, JobRow},
-    plans::{index_scans, partition_reads, read_between},
+    plans::{index_scans, partition_reads, read_between, scanned_between},
     spawn_app, TestApp,
 };
 use time::{Duration, OffsetDateTime};
@@ -70,6 +70,46 @@ fn partition(table: &str, at: OffsetDateTime) -> String {
 
 fn names(read: &[(String, moderation_tests::plans::Reads)]) -> Vec<&str> {
     read.iter().map(|(name, _)| name.as_str()).collect()
+}
+
+/// A worker's first claim of each of `ids`, all under `token`.
+fn first_claims(ids: &[JobId], token: ClaimToken) -> Vec<ClaimRequest> {
+    ids.iter()
+        .map(|&id| ClaimRequest {
+            id,
+            token,
+            redelivery: false,
+            first_stage: JobStage::Classifying,
+        })
+        .collect()
+}
+
+/// A failure of each of `ids`, written under `token`.
+fn failures(ids: &[JobId], token: ClaimToken) -> Vec<JobResult> {
+    ids.iter()
+        .map(|&id| JobResult {
+            id,
+            token,
+            stamp: None,
+            outcome: JobOutcome::Failed {
+                code: FailureCode::Internal,
+                message: "a test".to_owned(),
+            },
+        })
+        .collect()
+}
+
+/// The name of this month's partition of `jobs`, its autovacuum off: its statistics stay
+/// as the test leaves them.
+async fn this_months_jobs_without_autovacuum(client: &tokio_postgres::Client) -> String {
+    let current = partition("jobs", clock::now());
+    client
+        .batch_execute(&format!(
+            "ALTER TABLE {current} SET (autovacuum_enabled = false)"
+        ))
+        .await
+        .unwrap();
+    current
 }
 
 #[tokio::test]
@@ -165,12 +205,7 @@ async fn the_workers_claim_and_finish_read_the_one_partition_of_the_job() {
     let token = ClaimToken::new();
     let claims = jobs::claim_many(
         raw,
-        &[ClaimRequest {
-            id: job,
-            token,
-            redelivery: false,
-            first_stage: JobStage::Classifying,
-        }],
+        &first_claims(&[job], token),
         3,
         StdDuration::from_secs(60),
     )
@@ -185,20 +220,9 @@ async fn the_workers_claim_and_finish_read_the_one_partition_of_the_job() {
     assert_eq!(names(&read), [current.as_str()], "claim: {read:?}");
 
     let before = partition_reads(&client, "jobs").await;
-    let finished = jobs::finish_many(
-        raw,
-        &[JobResult {
-            id: job,
-            token,
-            stamp: None,
-            outcome: JobOutcome::Failed {
-                code: FailureCode::Internal,
-                message: "a test".to_owned(),
-            },
-        }],
-    )
-    .await
-    .unwrap();
+    let finished = jobs::finish_many(raw, &failures(&[job], token))
+        .await
+        .unwrap();
     let after = partition_reads(&client, "jobs").await;
     assert_eq!(finished.len(), 1);
     let read = read_between(&before, &after);
@@ -228,12 +252,7 @@ async fn claim_and_finish(client: &tokio_postgres::Client, job: JobId) -> (bool,
     client.batch_execute("BEGIN").await.unwrap();
     let claims = jobs::claim_many(
         client,
-        &[ClaimRequest {
-            id: job,
-            token,
-            redelivery: false,
-            first_stage: JobStage::Classifying,
-        }],
+        &first_claims(&[job], token),
         3,
         StdDuration::from_secs(60),
     )
@@ -245,20 +264,9 @@ async fn claim_and_finish(client: &tokio_postgres::Client, job: JobId) -> (bool,
     );
     let claim_through_table = wrote_through_the_table(client).await;
     client.batch_execute("COMMIT; BEGIN").await.unwrap();
-    let finished = jobs::finish_many(
-        client,
-        &[JobResult {
-            id: job,
-            token,
-            stamp: None,
-            outcome: JobOutcome::Failed {
-                code: FailureCode::Internal,
-                message: "a test".to_owned(),
-            },
-        }],
-    )
-    .await
-    .unwrap();
+    let finished = jobs::finish_many(client, &failures(&[job], token))
+        .await
+        .unwrap();
     assert!(
         matches!(finished[..], [jobs::Finish::Done(_)]),
         "{finished:?}"
@@ -311,15 +319,9 @@ async fn the_workers_claim_and_finish_read_jobs_by_id_while_statistics_lag_behin
     let account = app.create_account().await;
     let client = app.db.pool.get().await.unwrap();
     let raw: &tokio_postgres::Client = &client;
-    let current = partition("jobs", clock::now());
     // Statistics taken while the month held 5,000 finished jobs and 10 queued, then 20,000
     // queued behind them that no ANALYZE has seen: a saturated fleet's queue.
-    client
-        .batch_execute(&format!(
-            "ALTER TABLE {current} SET (autovacuum_enabled = false)"
-        ))
-        .await
-        .unwrap();
+    let current = this_months_jobs_without_autovacuum(raw).await;
     let insert = |status: &'static str, count: i64| {
         let client = &client;
         async move {
@@ -345,7 +347,7 @@ async fn the_workers_claim_and_finish_read_jobs_by_id_while_statistics_lag_behin
         .await
         .unwrap();
     insert("queued", 20_000).await;
-    let ids: Vec<Uuid> = client
+    let ids: Vec<JobId> = client
         .query(
             "SELECT id FROM jobs WHERE status = 'queued' ORDER BY id DESC LIMIT 20",
             &[],
@@ -353,36 +355,22 @@ async fn the_workers_claim_and_finish_read_jobs_by_id_while_statistics_lag_behin
         .await
         .unwrap()
         .iter()
-        .map(|row| row.get(0))
+        .map(|row| JobId(row.get(0)))
         .collect();
     let token = ClaimToken::new();
 
     let before = index_scans(&client, &current).await;
-    let requests: Vec<ClaimRequest> = ids
-        .iter()
-        .map(|&id| ClaimRequest {
-            id: JobId(id),
-            token,
-            redelivery: false,
-            first_stage: JobStage::Classifying,
-        })
-        .collect();
-    let claims = jobs::claim_many(raw, &requests, 3, StdDuration::from_secs(60))
+    let claims = jobs::claim_many(
+        raw,
+        &first_claims(&ids, token),
+        3,
+        StdDuration::from_secs(60),
+    )
+    .await
+    .unwrap();
+    let finished = jobs::finish_many(raw, &failures(&ids, token))
         .await
         .unwrap();
-    let results: Vec<JobResult> = ids
-        .iter()
-        .map(|&id| JobResult {
-            id: JobId(id),
-            token,
-            stamp: None,
-            outcome: JobOutcome::Failed {
-                code: FailureCode::Internal,
-                message: "a test".to_owned(),
-            },
-        })
-        .collect();
-    let finished = jobs::finish_many(raw, &results).await.unwrap();
     let after = index_scans(&client, &current).await;
 
     assert!(
@@ -392,14 +380,9 @@ async fn the_workers_claim_and_finish_read_jobs_by_id_while_statistics_lag_behin
     assert_eq!(finished.len(), 20);
     // Each statement looks its jobs up by the primary key; an index of queued or processing
     // jobs read here would be read whole (every job in the queue) on every call.
-    let used: Vec<&String> = after
-        .iter()
-        .filter(|(name, scans)| before.get(*name) != Some(*scans))
-        .map(|(name, _)| name)
-        .collect();
     assert_eq!(
-        used,
-        [&format!("{current}_pkey")],
+        scanned_between(&before, &after),
+        [format!("{current}_pkey")],
         "{before:?} -> {after:?}"
     );
 }
@@ -411,17 +394,11 @@ async fn a_generic_plan_of_the_claim_made_while_the_month_was_small_reads_by_id_
     let account = app.create_account().await;
     let client = app.db.pool.get().await.unwrap();
     let raw: &tokio_postgres::Client = &client;
-    let current = partition("jobs", clock::now());
     // The first minutes of a month: a handful of jobs, analyzed; then 20,000 more that no
     // ANALYZE has seen (none would invalidate a plan the connection kept). The claim is sent
     // unnamed, so no plan outlives its call: as a prepared statement, the generic plan made
     // on the small partition (a sequential scan) read the whole grown one on every claim.
-    client
-        .batch_execute(&format!(
-            "ALTER TABLE {current} SET (autovacuum_enabled = false)"
-        ))
-        .await
-        .unwrap();
+    let current = this_months_jobs_without_autovacuum(raw).await;
     let queue = |count: i64| {
         let client = &client;
         async move {
@@ -439,19 +416,13 @@ async fn a_generic_plan_of_the_claim_made_while_the_month_was_small_reads_by_id_
                 .collect::<Vec<_>>()
         }
     };
-    let claim = |ids: Vec<JobId>| async move {
-        let requests: Vec<ClaimRequest> = ids
-            .into_iter()
-            .map(|id| ClaimRequest {
-                id,
-                token: ClaimToken::new(),
-                redelivery: false,
-                first_stage: JobStage::Classifying,
-            })
-            .collect();
-        jobs::claim_many(raw, &requests, 3, StdDuration::from_secs(60))
-            .await
-            .unwrap()
+    let claim = |ids: &[JobId]| {
+        let requests = first_claims(ids, ClaimToken::new());
+        async move {
+            jobs::claim_many(raw, &requests, 3, StdDuration::from_secs(60))
+                .await
+                .unwrap()
+        }
     };
     let first = queue(10).await;
     client
@@ -462,11 +433,11 @@ async fn a_generic_plan_of_the_claim_made_while_the_month_was_small_reads_by_id_
         .batch_execute("SET plan_cache_mode = force_generic_plan")
         .await
         .unwrap();
-    claim(first[..2].to_vec()).await;
+    claim(&first[..2]).await;
     let grown = queue(20_000).await;
 
     let before = index_scans(&client, &current).await;
-    let claims = claim(grown[..10].to_vec()).await;
+    let claims = claim(&grown[..10]).await;
     let after = index_scans(&client, &current).await;
 
     assert!(
@@ -474,14 +445,9 @@ async fn a_generic_plan_of_the_claim_made_while_the_month_was_small_reads_by_id_
         "{claims:?}"
     );
     // Read through the primary key (a sequential scan reads no index at all).
-    let used: Vec<&String> = after
-        .iter()
-        .filter(|(name, scans)| before.get(*name) != Some(*scans))
-        .map(|(name, _)| name)
-        .collect();
     assert_eq!(
-        used,
-        [&format!("{current}_pkey")],
+        scanned_between(&before, &after),
+        [format!("{current}_pkey")],
         "{before:?} -> {after:?}"
     );
 }
