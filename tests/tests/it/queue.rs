@@ -373,15 +373,36 @@ async fn a_worker_finishes_the_job_it_holds_and_exits_cleanly_within_25_s_of_sig
         .await
         .unwrap();
     queue.enqueue(TEXT, job).await.unwrap();
+    // The worker holds the job once its claim waits on the row (its entry read from the
+    // stream is not enough: on a loaded machine the claim may not have been sent yet when the
+    // signal comes, and a worker stopping leaves a job it has not claimed to the others).
+    let watcher = app.db.pool.get().await.unwrap();
     eventually(
         Duration::from_secs(30),
-        "the worker holding the job",
+        "the worker's claim waiting on the job's row",
         || async {
-            let depth = queue.depth(TEXT, Duration::from_secs(15)).await.unwrap();
-            (depth.pending == 1).then_some(())
+            let waiting: i64 = watcher
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity
+                     WHERE datname = current_database() AND wait_event_type = 'Lock'
+                       AND query LIKE 'UPDATE%'",
+                    &[],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            (waiting == 1).then_some(())
         },
     )
     .await;
+    assert_eq!(
+        queue
+            .depth(TEXT, Duration::from_secs(15))
+            .await
+            .unwrap()
+            .pending,
+        1
+    );
 
     worker.terminate();
     let signalled = Instant::now();
