@@ -55,7 +55,7 @@ impl Role {
     /// Every role.
     pub const ALL: [Role; 3] = [Role::Api, Role::Worker, Role::Dispatcher];
 
-    fn binary(self) -> &'static str {
+    pub(crate) fn binary(self) -> &'static str {
         match self {
             Role::Api => "api",
             Role::Worker => "worker",
@@ -152,27 +152,7 @@ impl Fleet {
             ),
             Topology::Standby => {
                 let standby = PrivatePostgres::standby_of(&postgres);
-                // From now on every commit waits for the standby.
-                for statement in [
-                    "ALTER SYSTEM SET synchronous_standby_names = '*'",
-                    "SELECT pg_reload_conf()",
-                ] {
-                    admin
-                        .simple_query(statement)
-                        .await
-                        .expect("make the standby synchronous");
-                }
-                crate::eventually(Duration::from_secs(30), "a synchronous standby", || async {
-                    let row = admin
-                        .query_opt(
-                            "SELECT 1 FROM pg_stat_replication WHERE sync_state = 'sync'",
-                            &[],
-                        )
-                        .await
-                        .expect("pg_stat_replication");
-                    row.map(drop)
-                })
-                .await;
+                make_synchronous(&admin).await;
                 let both = format!(
                     "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/chaos\
                      ?target_session_attrs=read-write",
@@ -197,8 +177,6 @@ impl Fleet {
         let api_port = crate::unused_port();
         let redis_settings =
             RedisSettings::new(format!("redis://127.0.0.1:{}", redis_proxy.port()), "chaos");
-        let encryption = SealingKey::random().expect("key").to_base64();
-        let registry = random_key();
         // Later entries win: `redis`'s variables and `env` replace the defaults.
         let env: Vec<(String, String)> = [
             ("DATABASE_URL", database_url.as_str()),
@@ -208,27 +186,10 @@ impl Fleet {
             ),
             ("REDIS_URL", redis_settings.url.expose()),
             ("APP_REDIS_NAMESPACE", "chaos"),
-            ("APP_ENCRYPTION_KEY", &encryption),
-            ("APP_REGISTRY_KEY", &registry),
-            ("APP_ALLOW_PRIVATE_URLS", "true"),
-            ("APP_EXTRA_CA_FILE", ca_file.path().to_str().expect("utf-8")),
-            ("PORT", &api_port.to_string()),
-            ("METRICS_PORT", "0"),
-            ("RUST_LOG", "warn"),
-            // The faults are the subject here; the model tier (`models::`) runs the models.
-            ("APP_MODEL_DIR", crate::worker::NO_MODELS),
-            // Short deadlines and schedules, so a scenario recovers in seconds.
-            ("APP_REQUEST_DEADLINE_MS", "3000"),
-            ("APP_WEBHOOK_SCHEDULE_SCALE", "0.01"),
-            ("APP_WEBHOOK_TIMEOUT_MS", "2000"),
-            ("APP_QUEUE_MIN_IDLE_MS", "2000"),
-            ("APP_JOB_LEASE_MS", "2000"),
-            ("APP_RELAY_INTERVAL_MS", "500"),
-            ("APP_RELAY_GRACE_MS", "1000"),
-            ("APP_DISPATCH_IDLE_POLL_MS", "200"),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .chain(common_env(ca_file.path(), api_port))
         .chain(extra_env)
         .collect();
         let logs = std::env::temp_dir().join(format!("mt-fleet-{}", uuid::Uuid::new_v4().simple()));
@@ -257,7 +218,7 @@ impl Fleet {
     }
 
     /// The fleet's one account, its rate limit lifted, and a key of it.
-    async fn provision(pool: &Pool) -> String {
+    pub(crate) async fn provision(pool: &Pool) -> String {
         let client = pool.get().await.expect("connect");
         let account = provisioning::create_account(&client, "Chaos", &PolicyDefaults::default())
             .await
@@ -298,21 +259,9 @@ impl Fleet {
 
     /// Starts `role` (after [`Self::kill`]).
     pub fn spawn(&mut self, role: Role) {
-        let log = File::options()
-            .create(true)
-            .append(true)
-            .open(self.logs.join(format!("{}.log", role.binary())))
-            .expect("log file");
-        let mut command = Command::new(crate::binary(role.binary()));
-        if role == Role::Worker {
-            command.args(["--modality", "text"]);
-        }
-        let child = command
-            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .stdout(Stdio::from(log.try_clone().expect("log file")))
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("start a fleet binary");
+        let command = Command::new(crate::binary(role.binary()));
+        let log = self.logs.join(format!("{}.log", role.binary()));
+        let child = start_role(command, role, &self.env, &log);
         self.processes.insert(role, child);
     }
 
@@ -354,13 +303,67 @@ impl Fleet {
                 let text =
                     std::fs::read_to_string(self.logs.join(format!("{}.log", role.binary())))
                         .unwrap_or_default();
-                let tail: Vec<&str> = text.lines().rev().take(lines).collect();
-                let tail: Vec<&str> = tail.into_iter().rev().collect();
-                format!("--- {} ---\n{}", role.binary(), tail.join("\n"))
+                tail(role.binary(), &text, lines)
             })
             .collect::<Vec<_>>()
             .join("\n")
     }
+}
+
+/// Starts `role` by `command` (its binary, on this machine or on a host) with `env`, its
+/// output appended to `log`.
+pub(crate) fn start_role(
+    mut command: Command,
+    role: Role,
+    env: &[(String, String)],
+    log: &std::path::Path,
+) -> Child {
+    let log = File::options()
+        .create(true)
+        .append(true)
+        .open(log)
+        .expect("log file");
+    if role == Role::Worker {
+        command.args(["--modality", "text"]);
+    }
+    command
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdout(Stdio::from(log.try_clone().expect("log file")))
+        .stderr(Stdio::from(log))
+        .spawn()
+        .expect("start a fleet binary")
+}
+
+/// The last `lines` lines of `text`, the log of `name`, headed by that name.
+pub(crate) fn tail(name: &str, text: &str, lines: usize) -> String {
+    let tail: Vec<&str> = text.lines().rev().take(lines).collect();
+    let tail: Vec<&str> = tail.into_iter().rev().collect();
+    format!("--- {name} ---\n{}", tail.join("\n"))
+}
+
+/// Makes the standby of the primary `admin` is connected to synchronous: from now on every
+/// commit waits for it. Returns once it is.
+pub(crate) async fn make_synchronous(admin: &tokio_postgres::Client) {
+    for statement in [
+        "ALTER SYSTEM SET synchronous_standby_names = '*'",
+        "SELECT pg_reload_conf()",
+    ] {
+        admin
+            .simple_query(statement)
+            .await
+            .expect("make the standby synchronous");
+    }
+    crate::eventually(Duration::from_secs(30), "a synchronous standby", || async {
+        let row = admin
+            .query_opt(
+                "SELECT 1 FROM pg_stat_replication WHERE sync_state = 'sync'",
+                &[],
+            )
+            .await
+            .expect("pg_stat_replication");
+        row.map(drop)
+    })
+    .await;
 }
 
 /// `APP_DATABASE_DIRECT_URL`: straight to the cluster behind PgBouncer, else `DATABASE_URL`.
@@ -369,6 +372,36 @@ fn database_url_direct<'a>(topology: Topology, database_url: &'a str, direct: &'
         Topology::PgBouncer => direct,
         Topology::Proxied | Topology::Standby => database_url,
     }
+}
+
+/// What every role of a test fleet runs with, but for where Postgres and Redis are: its keys,
+/// the receiver's CA (`ca_file`), the api's port, no models, and short deadlines and schedules
+/// so that a scenario recovers in seconds.
+pub(crate) fn common_env(ca_file: &std::path::Path, api_port: u16) -> Vec<(String, String)> {
+    let encryption = SealingKey::random().expect("key").to_base64();
+    let registry = random_key();
+    [
+        ("APP_ENCRYPTION_KEY", encryption.as_str()),
+        ("APP_REGISTRY_KEY", &registry),
+        ("APP_ALLOW_PRIVATE_URLS", "true"),
+        ("APP_EXTRA_CA_FILE", ca_file.to_str().expect("utf-8")),
+        ("PORT", &api_port.to_string()),
+        ("METRICS_PORT", "0"),
+        ("RUST_LOG", "warn"),
+        // The faults are the subject here; the model tier (`models::`) runs the models.
+        ("APP_MODEL_DIR", crate::worker::NO_MODELS),
+        ("APP_REQUEST_DEADLINE_MS", "3000"),
+        ("APP_WEBHOOK_SCHEDULE_SCALE", "0.01"),
+        ("APP_WEBHOOK_TIMEOUT_MS", "2000"),
+        ("APP_QUEUE_MIN_IDLE_MS", "2000"),
+        ("APP_JOB_LEASE_MS", "2000"),
+        ("APP_RELAY_INTERVAL_MS", "500"),
+        ("APP_RELAY_GRACE_MS", "1000"),
+        ("APP_DISPATCH_IDLE_POLL_MS", "200"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
 }
 
 /// 32 random bytes in base64, as `APP_REGISTRY_KEY` takes them.

@@ -15,6 +15,8 @@ pub mod fleet;
 pub mod forms;
 pub mod media;
 pub mod model_server;
+pub mod multinode;
+pub mod netns;
 pub mod openai;
 pub mod pgbouncer;
 pub mod plans;

@@ -2,29 +2,50 @@
 //! Made with the server's own `initdb` and `pg_ctl` (Debian's postgresql package) in a
 //! temporary directory, trust authentication on loopback, removed when dropped. As root (CI),
 //! the server runs as the `postgres` user, which `initdb` requires. A streaming standby of one
-//! is copied with `pg_basebackup -R`, and promoted with `pg_ctl promote`.
+//! is copied with `pg_basebackup -R`, and promoted with `pg_ctl promote`. On a [`Host`] (the
+//! multi-host tier) it runs in that host's namespace, listening on its address, and trusts
+//! every address of the host's network, for its clients and for replication.
 
 use std::{
+    net::Ipv4Addr,
     path::{Path, PathBuf},
     process::{Command, Stdio},
 };
+
+use crate::netns::Host;
 
 /// A running private cluster.
 pub struct PrivatePostgres {
     port: u16,
     dir: PathBuf,
     bin: PathBuf,
+    host: Option<Host>,
 }
 
 impl PrivatePostgres {
     /// Makes and starts one.
     pub fn start() -> Self {
-        let cluster = Self::empty();
+        Self::start_on(None)
+    }
+
+    /// Makes and starts one on `host`.
+    pub fn start_in(host: &Host) -> Self {
+        Self::start_on(Some(host))
+    }
+
+    fn start_on(host: Option<&Host>) -> Self {
+        let cluster = Self::empty(host);
         cluster.pg(
             "initdb",
             &["--auth=trust", "--username=postgres", "--no-sync", "-D"],
             true,
         );
+        if host.is_some() {
+            let hba = cluster.data().join("pg_hba.conf");
+            let mut rules = std::fs::read_to_string(&hba).expect("pg_hba.conf");
+            rules.push_str("host all all 0.0.0.0/0 trust\nhost replication all 0.0.0.0/0 trust\n");
+            std::fs::write(&hba, rules).expect("pg_hba.conf");
+        }
         cluster.start_server();
         cluster
     }
@@ -32,13 +53,23 @@ impl PrivatePostgres {
     /// Copies `primary` (`pg_basebackup -R`: a standby that streams from it) and starts the
     /// copy, which answers read-only until [`Self::promote`]d.
     pub fn standby_of(primary: &PrivatePostgres) -> Self {
-        let cluster = Self::empty();
+        Self::standby_on(primary, None)
+    }
+
+    /// [`Self::standby_of`] on `host`.
+    pub fn standby_in(primary: &PrivatePostgres, host: &Host) -> Self {
+        Self::standby_on(primary, Some(host))
+    }
+
+    fn standby_on(primary: &PrivatePostgres, host: Option<&Host>) -> Self {
+        let cluster = Self::empty(host);
         let port = primary.port.to_string();
+        let primary_ip = primary.ip().to_string();
         cluster.pg(
             "pg_basebackup",
             &[
                 "-h",
-                "127.0.0.1",
+                &primary_ip,
                 "-p",
                 &port,
                 "-U",
@@ -58,7 +89,7 @@ impl PrivatePostgres {
     }
 
     /// A new directory for a cluster on a free port, owned by `postgres` when we are root.
-    fn empty() -> Self {
+    fn empty(host: Option<&Host>) -> Self {
         let port = crate::unused_port();
         let dir = std::env::temp_dir().join(format!("mt-pg-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).expect("make the cluster's directory");
@@ -66,6 +97,7 @@ impl PrivatePostgres {
             port,
             bin: server_bin(),
             dir,
+            host: host.cloned(),
         };
         if is_root() {
             run(Command::new("chown")
@@ -92,12 +124,17 @@ impl PrivatePostgres {
 
     /// The base URL (no database) of the cluster.
     pub fn base_url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}", self.port)
+        format!("postgres://postgres@{}:{}", self.ip(), self.port)
     }
 
     /// The address it listens on.
     pub fn addr(&self) -> std::net::SocketAddr {
-        std::net::SocketAddr::from(([127, 0, 0, 1], self.port))
+        std::net::SocketAddr::from((self.ip(), self.port))
+    }
+
+    /// The IP address it listens on: its host's, or loopback.
+    pub fn ip(&self) -> Ipv4Addr {
+        self.host.as_ref().map_or(Ipv4Addr::LOCALHOST, |h| h.ip)
     }
 
     /// Restarts it (fast shutdown: every session is ended, as in a real restart).
@@ -111,9 +148,10 @@ impl PrivatePostgres {
 
     fn pg_ctl(&self, args: &[&str]) {
         let options = format!(
-            "-p {} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} -c fsync=off \
+            "-p {} -c listen_addresses={} -c unix_socket_directories={} -c fsync=off \
              -c max_connections=200",
             self.port,
+            self.ip(),
             self.dir.display()
         );
         let log = self.dir.join("server.log");
@@ -138,9 +176,18 @@ impl PrivatePostgres {
         run(&mut command);
     }
 
-    /// A server program, run as `postgres` when we are root.
+    /// A server program, run as `postgres` when we are root, on its host if it has one.
     fn command(&self, program: &str) -> Command {
-        as_postgres(self.bin.join(program))
+        let program = self.bin.join(program);
+        match &self.host {
+            // Only root enters a namespace.
+            Some(host) => {
+                let mut command = host.command("runuser");
+                command.args(["-u", "postgres", "--"]).arg(program);
+                command
+            }
+            None => as_postgres(program),
+        }
     }
 }
 

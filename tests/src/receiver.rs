@@ -36,6 +36,8 @@ pub struct Received {
     pub body: Vec<u8>,
     /// When it arrived.
     pub at: Instant,
+    /// Where it came from.
+    pub peer: std::net::SocketAddr,
 }
 
 /// How the receiver answers.
@@ -45,6 +47,8 @@ pub enum Reply {
     Status(u16),
     /// 200 with headers at once, then a body trickled one byte every 200 ms forever.
     Trickle,
+    /// This status, after this long.
+    Delayed(u16, Duration),
 }
 
 #[derive(Default)]
@@ -60,10 +64,12 @@ struct Shared {
 
 /// A running HTTPS receiver.
 pub struct TestReceiver {
-    /// `https://127.0.0.1:PORT`.
+    /// `https://127.0.0.1:PORT` (or the address of the host it is on).
     pub base_url: String,
     /// The test CA's certificate (PEM), for `APP_EXTRA_CA_FILE`.
     pub ca_pem: String,
+    /// The address it listens on.
+    pub addr: std::net::SocketAddr,
     shared: Arc<Mutex<Shared>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -77,7 +83,19 @@ impl Drop for TestReceiver {
 impl TestReceiver {
     /// Starts a receiver answering 200 to everything.
     pub async fn start() -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        Self::start_on(listener)
+    }
+
+    /// [`Self::start`] on `host` (the tests' process serves it, in the host's namespace).
+    pub fn start_in(host: &crate::netns::Host) -> Self {
+        Self::start_on(host.listen(0))
+    }
+
+    /// Serves on `listener`, with a certificate for its address and `localhost`.
+    fn start_on(listener: std::net::TcpListener) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
+        let addr = listener.local_addr().expect("addr");
         let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("params");
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         ca_params
@@ -86,7 +104,7 @@ impl TestReceiver {
         let ca =
             CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("key")).expect("ca");
         let leaf_key = KeyPair::generate().expect("key");
-        let leaf = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+        let leaf = CertificateParams::new(vec![addr.ip().to_string(), "localhost".to_owned()])
             .expect("params")
             .signed_by(&leaf_key, &ca)
             .expect("leaf");
@@ -98,15 +116,16 @@ impl TestReceiver {
             )
             .expect("tls config");
         let acceptor = TlsAcceptor::from(Arc::new(config));
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let port = listener.local_addr().expect("addr").port();
+        listener.set_nonblocking(true).expect("non-blocking");
+        let listener = TcpListener::from_std(listener).expect("a tokio listener");
         let shared = Arc::new(Mutex::new(Shared {
             fallback: Some(Reply::Status(200)),
             ..Shared::default()
         }));
         let task = tokio::spawn(serve(listener, acceptor, shared.clone()));
         Self {
-            base_url: format!("https://127.0.0.1:{port}"),
+            base_url: format!("https://{addr}"),
+            addr,
             ca_pem: ca.pem(),
             shared,
             task,
@@ -148,14 +167,15 @@ impl TestReceiver {
 }
 
 async fn serve(listener: TcpListener, acceptor: TlsAcceptor, shared: Arc<Mutex<Shared>>) {
-    while let Ok((stream, _)) = listener.accept().await {
+    while let Ok((stream, peer)) = listener.accept().await {
         let acceptor = acceptor.clone();
         let shared = shared.clone();
         tokio::spawn(async move {
             let Ok(tls) = acceptor.accept(stream).await else {
                 return;
             };
-            let service = service_fn(move |req: Request<Incoming>| handle(req, shared.clone()));
+            let service =
+                service_fn(move |req: Request<Incoming>| handle(req, peer, shared.clone()));
             let _ = http1::Builder::new()
                 .serve_connection(TokioIo::new(tls), service)
                 .await;
@@ -167,6 +187,7 @@ type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
 async fn handle(
     req: Request<Incoming>,
+    peer: std::net::SocketAddr,
     shared: Arc<Mutex<Shared>>,
 ) -> Result<Response<Body>, Infallible> {
     let at = Instant::now();
@@ -191,6 +212,7 @@ async fn handle(
                 headers: parts.headers,
                 body,
                 at,
+                peer,
             });
         }
         let fallback = shared.fallback.unwrap_or(Reply::Status(200));
@@ -211,6 +233,12 @@ async fn handle(
                 ))
             });
             Response::new(BodyExt::boxed(StreamBody::new(stream)))
+        }
+        Reply::Delayed(status, after) => {
+            tokio::time::sleep(after).await;
+            let mut response = Response::new(Full::new(Bytes::from_static(b"ok")).boxed());
+            *response.status_mut() = hyper::StatusCode::from_u16(status).expect("status");
+            response
         }
     })
 }

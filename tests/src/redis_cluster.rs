@@ -1,9 +1,12 @@
 //! Redis beyond one node, made here from Debian's `redis-server` on free ports in a temporary
 //! directory: a six-node cluster (three masters, a replica each, `redis-cli --cluster create`)
-//! and a Sentinel set-up (a master, a replica and three sentinels). Every process stops, and
-//! the directory goes, when the value is dropped.
+//! and a Sentinel set-up (a master, a replica and three sentinels). A cluster can also run with
+//! each node on a [`Host`] of its own (the multi-host tier). Every process stops, and the
+//! directory goes, when the value is dropped.
 
 use std::{
+    collections::HashSet,
+    net::{Ipv4Addr, SocketAddrV4},
     path::PathBuf,
     process::{Child, Command, Stdio},
     time::Duration,
@@ -11,31 +14,37 @@ use std::{
 
 use moderation_shared::config::{RedisMode, RedisSettings};
 
-use crate::eventually;
+use crate::{eventually, netns::Host};
 
 /// How long a node may go unanswered before the cluster (or the sentinels) fail it over.
 const NODE_TIMEOUT_MS: u64 = 1000;
 
-/// One `redis-server` process.
+/// One `redis-server` process, on loopback or on a host of its own.
 struct Node {
     port: u16,
     args: Vec<String>,
     child: Option<Child>,
+    host: Option<Host>,
 }
 
 impl Node {
-    fn start(port: u16, args: Vec<String>) -> Self {
+    fn start(host: Option<Host>, port: u16, args: Vec<String>) -> Self {
         let mut node = Self {
             port,
             args,
             child: None,
+            host,
         };
         node.spawn();
         node
     }
 
     fn spawn(&mut self) {
-        let child = Command::new("redis-server")
+        let mut command = match &self.host {
+            Some(host) => host.command("redis-server"),
+            None => Command::new("redis-server"),
+        };
+        let child = command
             .args(&self.args)
             .stdout(Stdio::null())
             .spawn()
@@ -50,8 +59,16 @@ impl Node {
         }
     }
 
+    fn ip(&self) -> Ipv4Addr {
+        self.host.as_ref().map_or(Ipv4Addr::LOCALHOST, |h| h.ip)
+    }
+
+    fn addr(&self) -> SocketAddrV4 {
+        SocketAddrV4::new(self.ip(), self.port)
+    }
+
     fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        format!("redis://{}", self.addr())
     }
 }
 
@@ -78,9 +95,9 @@ fn temp_dir(kind: &str) -> PathBuf {
     dir
 }
 
-/// Sends `args` to the server at `port`; `None` when it does not answer.
-async fn ask<T: redis::FromRedisValue>(port: u16, args: &[&str]) -> Option<T> {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).ok()?;
+/// Sends `args` to the server at `addr`; `None` when it does not answer.
+async fn ask<T: redis::FromRedisValue>(addr: SocketAddrV4, args: &[&str]) -> Option<T> {
+    let client = redis::Client::open(format!("redis://{addr}")).ok()?;
     let config = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(Duration::from_millis(500)))
         .set_response_timeout(Some(Duration::from_secs(2)));
@@ -104,15 +121,32 @@ pub struct RedisCluster {
 impl RedisCluster {
     /// Starts six nodes, makes them a cluster and waits until every slot is served.
     pub async fn start() -> Self {
+        Self::start_on(&[None, None, None, None, None, None]).await
+    }
+
+    /// [`Self::start`] with each node on a host of its own (six hosts).
+    pub async fn start_in(hosts: &[Host]) -> Self {
+        assert_eq!(hosts.len(), 6, "a host per node");
+        let hosts: Vec<Option<Host>> = hosts.iter().cloned().map(Some).collect();
+        Self::start_on(&hosts).await
+    }
+
+    async fn start_on(hosts: &[Option<Host>]) -> Self {
         let dir = temp_dir("cluster");
-        let nodes: Vec<Node> = (0..6)
-            .map(|_| {
-                let port = free_port_pair();
-                let args = [
+        // Nodes are told apart by port ([`Self::kill`]), so no two share one.
+        let mut ports = HashSet::new();
+        let nodes: Vec<Node> = hosts
+            .iter()
+            .map(|host| {
+                let port = std::iter::repeat_with(free_port_pair)
+                    .find(|p| ports.insert(*p))
+                    .expect("a free port");
+                let ip = host.as_ref().map_or(Ipv4Addr::LOCALHOST, |h| h.ip);
+                let mut args = [
                     "--port",
                     &port.to_string(),
                     "--bind",
-                    "127.0.0.1",
+                    &ip.to_string(),
                     "--cluster-enabled",
                     "yes",
                     "--cluster-config-file",
@@ -130,20 +164,21 @@ impl RedisCluster {
                 ]
                 .map(str::to_owned)
                 .to_vec();
-                Node::start(port, args)
+                if host.is_some() {
+                    // Its clients are other hosts, and it has no password: a test's own network.
+                    args.extend(["--protected-mode".to_owned(), "no".to_owned()]);
+                }
+                Node::start(host.clone(), port, args)
             })
             .collect();
         for node in &nodes {
-            let port = node.port;
+            let addr = node.addr();
             eventually(Duration::from_secs(20), "a cluster node to answer", || {
-                ask::<String>(port, &["PING"])
+                ask::<String>(addr, &["PING"])
             })
             .await;
         }
-        let addresses: Vec<String> = nodes
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port))
-            .collect();
+        let addresses: Vec<String> = nodes.iter().map(|n| n.addr().to_string()).collect();
         let created = Command::new("redis-cli")
             .arg("--cluster")
             .arg("create")
@@ -175,26 +210,28 @@ impl RedisCluster {
         RedisSettings::new(self.seeds(), namespace).with_mode(RedisMode::Cluster)
     }
 
-    /// The ports of the nodes running now.
-    fn live(&self) -> impl Iterator<Item = u16> + '_ {
-        self.nodes
-            .iter()
-            .filter(|n| n.child.is_some())
-            .map(|n| n.port)
+    /// The addresses of its nodes.
+    pub fn addresses(&self) -> Vec<SocketAddrV4> {
+        self.nodes.iter().map(Node::addr).collect()
+    }
+
+    /// The nodes running now.
+    fn live(&self) -> impl Iterator<Item = &Node> + '_ {
+        self.nodes.iter().filter(|n| n.child.is_some())
     }
 
     /// Waits until every live node says the cluster is `ok` and every slot's master is a live
     /// node (after a kill: a replica was promoted).
     pub async fn wait_until_served(&self, deadline: Duration) {
         eventually(deadline, "every slot served by a live master", || async {
-            for port in self.live() {
-                let info: String = ask(port, &["CLUSTER", "INFO"]).await?;
+            for node in self.live() {
+                let info: String = ask(node.addr(), &["CLUSTER", "INFO"]).await?;
                 if !info.contains("cluster_state:ok") {
                     return None;
                 }
             }
             let masters = self.masters().await?;
-            let live: Vec<u16> = self.live().collect();
+            let live: Vec<u16> = self.live().map(|n| n.port).collect();
             let covered: u32 = masters
                 .iter()
                 .filter(|m| live.contains(&m.port))
@@ -208,8 +245,8 @@ impl RedisCluster {
 
     /// The port of the master serving `key`'s slot now.
     pub async fn master_of(&self, key: &str) -> u16 {
-        let port = self.live().next().expect("a live node");
-        let slot: u16 = ask(port, &["CLUSTER", "KEYSLOT", key])
+        let node = self.live().next().expect("a live node").addr();
+        let slot: u16 = ask(node, &["CLUSTER", "KEYSLOT", key])
             .await
             .expect("CLUSTER KEYSLOT");
         let masters = self.masters().await.expect("CLUSTER NODES");
@@ -226,8 +263,8 @@ impl RedisCluster {
 
     /// The replica of the master at `port`.
     pub async fn replica_of(&self, port: u16) -> u16 {
-        let live = self.live().find(|p| *p != port).expect("a live node");
-        let nodes: String = ask(live, &["CLUSTER", "NODES"])
+        let live = self.live().find(|n| n.port != port).expect("a live node");
+        let nodes: String = ask(live.addr(), &["CLUSTER", "NODES"])
             .await
             .expect("CLUSTER NODES");
         let lines: Vec<Vec<&str>> = nodes
@@ -263,8 +300,8 @@ impl RedisCluster {
 
     /// The masters and their slot ranges, as a live node sees them.
     async fn masters(&self) -> Option<Vec<Master>> {
-        let port = self.live().next()?;
-        let nodes: String = ask(port, &["CLUSTER", "NODES"]).await?;
+        let node = self.live().next()?.addr();
+        let nodes: String = ask(node, &["CLUSTER", "NODES"]).await?;
         Some(
             nodes
                 .lines()
@@ -343,7 +380,7 @@ impl RedisSentinels {
             .map(str::to_owned)
             .to_vec();
             args.extend_from_slice(extra);
-            Node::start(port, args)
+            Node::start(None, port, args)
         };
         let master = server(crate::unused_port(), &[]);
         let replica_port = crate::unused_port();
@@ -375,6 +412,7 @@ impl RedisSentinels {
                 )
                 .expect("sentinel config");
                 Node::start(
+                    None,
                     port,
                     vec![
                         conf.to_str().expect("utf-8").to_owned(),
@@ -390,13 +428,13 @@ impl RedisSentinels {
             dir,
         };
         for sentinel in &set.sentinels {
-            let port = sentinel.port;
+            let addr = sentinel.addr();
             eventually(
                 Duration::from_secs(30),
                 "a sentinel to see the replica",
                 || async move {
                     let replicas: Vec<redis::Value> =
-                        ask(port, &["SENTINEL", "REPLICAS", Self::MASTER]).await?;
+                        ask(addr, &["SENTINEL", "REPLICAS", Self::MASTER]).await?;
                     (!replicas.is_empty()).then_some(())
                 },
             )
@@ -417,7 +455,7 @@ impl RedisSentinels {
     pub async fn fail_over(&mut self) {
         self.master.kill();
         let replica = self.replica.port.to_string();
-        let sentinel = self.sentinels[0].port;
+        let sentinel = self.sentinels[0].addr();
         eventually(
             Duration::from_secs(30),
             "the sentinels to promote the replica",

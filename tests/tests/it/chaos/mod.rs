@@ -7,6 +7,7 @@
 //! A client here behaves as the docs tell one to: every submission carries an
 //! `Idempotency-Key` and is sent again, with the same key, until it is answered 202.
 
+mod multinode;
 mod postgres;
 mod redis_cluster;
 
@@ -20,7 +21,12 @@ use std::{
 };
 
 use futures_util::future::BoxFuture;
-use moderation_tests::fleet::{Fleet, Role, Topology};
+use moderation_shared::db::Pool;
+use moderation_tests::{
+    fleet::{Fleet, Role, Topology},
+    multinode::MultiNode,
+    receiver::TestReceiver,
+};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -57,6 +63,87 @@ struct Target {
     api_url: String,
     key: String,
     hook: String,
+}
+
+/// What a scenario runs on and watches: the fleet on one host or across hosts.
+trait Watched {
+    /// A pool to the database that takes writes.
+    fn pool(&self) -> &Pool;
+    /// The receiver of every webhook.
+    fn receiver(&self) -> &TestReceiver;
+    /// The api's base URL and a key.
+    fn api(&self) -> (&str, &str);
+    /// The last `lines` lines of every process's log.
+    fn log_tails(&self, lines: usize) -> String;
+}
+
+/// [`Watched`] for a fleet type with the fields `pool`, `receiver`, `api_url` and `key`, and a
+/// `log_tails` method of its own.
+macro_rules! watched {
+    ($fleet:ty) => {
+        impl Watched for $fleet {
+            fn pool(&self) -> &Pool {
+                &self.pool
+            }
+            fn receiver(&self) -> &TestReceiver {
+                &self.receiver
+            }
+            fn api(&self) -> (&str, &str) {
+                (&self.api_url, &self.key)
+            }
+            fn log_tails(&self, lines: usize) -> String {
+                <$fleet>::log_tails(self, lines)
+            }
+        }
+    };
+}
+watched!(Fleet);
+watched!(MultiNode);
+
+/// Records every transition of a job into a terminal status, so a test can tell that each
+/// job ended exactly once (a test-only trigger, on the fleet's database only).
+async fn record_terminal_transitions(fleet: &impl Watched) {
+    fleet
+        .pool()
+        .get()
+        .await
+        .unwrap()
+        .batch_execute(
+            "CREATE TABLE test_terminal (job_id uuid NOT NULL, status text NOT NULL);
+             CREATE FUNCTION test_record_terminal() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+               IF NEW.status IN ('completed', 'failed')
+                  AND (TG_OP = 'INSERT' OR OLD.status IS DISTINCT FROM NEW.status) THEN
+                 INSERT INTO test_terminal VALUES (NEW.id, NEW.status);
+               END IF;
+               RETURN NEW;
+             END $$;
+             CREATE TRIGGER test_terminal AFTER INSERT OR UPDATE OF status ON jobs
+               FOR EACH ROW EXECUTE FUNCTION test_record_terminal();",
+        )
+        .await
+        .unwrap();
+}
+
+/// Asserts that every job of `accepted` went terminal exactly once.
+async fn assert_terminal_once(fleet: &impl Watched, accepted: &[Uuid]) {
+    let rows = fleet
+        .pool()
+        .get()
+        .await
+        .unwrap()
+        .query(
+            "SELECT job_id, count(*) FROM test_terminal WHERE job_id = ANY($1) GROUP BY job_id",
+            &[&accepted],
+        )
+        .await
+        .unwrap();
+    let once = rows.iter().filter(|r| r.get::<_, i64>(1) == 1).count();
+    assert_eq!(
+        (rows.len(), once),
+        (accepted.len(), accepted.len()),
+        "every accepted job terminal exactly once"
+    );
 }
 
 /// Submits [`JOBS`] prompts over [`STREAM`], each with its own `Idempotency-Key`, retrying
@@ -145,8 +232,8 @@ struct Tally {
     received: usize,
 }
 
-async fn tally(fleet: &Fleet, scenario: &str, accepted: &HashMap<String, Uuid>) -> Tally {
-    let client = fleet.pool.get().await.unwrap();
+async fn tally(fleet: &impl Watched, scenario: &str, accepted: &HashMap<String, Uuid>) -> Tally {
+    let client = fleet.pool().get().await.unwrap();
     let rows = client
         .query(
             "SELECT j.content, j.id, j.status, d.id AS delivery, d.state \
@@ -175,7 +262,7 @@ async fn tally(fleet: &Fleet, scenario: &str, accepted: &HashMap<String, Uuid>) 
         }
     }
     let received: HashSet<String> = fleet
-        .receiver
+        .receiver()
         .received()
         .iter()
         .filter_map(|r| {
@@ -217,11 +304,12 @@ where
 }
 
 /// Starts the stream of submissions of scenario `name` on `fleet`.
-fn start_stream(fleet: &Fleet, name: &str) -> tokio::task::JoinHandle<Stream> {
+fn start_stream(fleet: &impl Watched, name: &str) -> tokio::task::JoinHandle<Stream> {
+    let (api_url, key) = fleet.api();
     let target = Target {
-        api_url: fleet.api_url.clone(),
-        key: fleet.key.clone(),
-        hook: fleet.receiver.url("/hook"),
+        api_url: api_url.to_owned(),
+        key: key.to_owned(),
+        hook: fleet.receiver().url("/hook"),
     };
     tokio::spawn(stream(target, name.to_owned()))
 }
@@ -230,7 +318,7 @@ fn start_stream(fleet: &Fleet, name: &str) -> tokio::task::JoinHandle<Stream> {
 /// (the fault ended at `healed`); prints the figures, checks that nothing was lost and
 /// returns the accepted jobs by their text.
 async fn finish(
-    fleet: &Fleet,
+    fleet: &impl Watched,
     name: &str,
     streaming: tokio::task::JoinHandle<Stream>,
     healed: Instant,

@@ -25,53 +25,7 @@ use moderation_tests::{
 };
 use uuid::Uuid;
 
-use super::{after, finish, start_stream};
-
-/// Records every transition of a job into a terminal status, so a test can tell that each
-/// job ended exactly once (a test-only trigger, on the fleet's database only).
-async fn record_terminal_transitions(fleet: &Fleet) {
-    fleet
-        .pool
-        .get()
-        .await
-        .unwrap()
-        .batch_execute(
-            "CREATE TABLE test_terminal (job_id uuid NOT NULL, status text NOT NULL);
-             CREATE FUNCTION test_record_terminal() RETURNS trigger LANGUAGE plpgsql AS $$
-             BEGIN
-               IF NEW.status IN ('completed', 'failed')
-                  AND (TG_OP = 'INSERT' OR OLD.status IS DISTINCT FROM NEW.status) THEN
-                 INSERT INTO test_terminal VALUES (NEW.id, NEW.status);
-               END IF;
-               RETURN NEW;
-             END $$;
-             CREATE TRIGGER test_terminal AFTER INSERT OR UPDATE OF status ON jobs
-               FOR EACH ROW EXECUTE FUNCTION test_record_terminal();",
-        )
-        .await
-        .unwrap();
-}
-
-/// Asserts that every job of `accepted` went terminal exactly once.
-async fn assert_terminal_once(fleet: &Fleet, accepted: &[Uuid]) {
-    let rows = fleet
-        .pool
-        .get()
-        .await
-        .unwrap()
-        .query(
-            "SELECT job_id, count(*) FROM test_terminal WHERE job_id = ANY($1) GROUP BY job_id",
-            &[&accepted],
-        )
-        .await
-        .unwrap();
-    let once = rows.iter().filter(|r| r.get::<_, i64>(1) == 1).count();
-    assert_eq!(
-        (rows.len(), once),
-        (accepted.len(), accepted.len()),
-        "every accepted job terminal exactly once"
-    );
-}
+use super::{after, assert_terminal_once, finish, record_terminal_transitions, start_stream};
 
 /// Runs every operation that uses several keys at once on `redis` and checks that each
 /// answered (a cross-slot group fails with `CROSSSLOT` on a cluster).
