@@ -38,21 +38,8 @@ trap cleanup EXIT
 wait_http "http://127.0.0.1:$PORT/health"
 
 WORK=$(mktemp -d)
-BOUNDARY=benchboundary7d1f
 # $1: milliseconds each connection waits between requests (0: as fast as it can).
-write_script() {
-  cat > "$WORK/submit.lua" <<LUA
-wrk.method = "POST"
-wrk.headers["Authorization"] = "Bearer $KEY"
-wrk.headers["Content-Type"] = "multipart/form-data; boundary=$BOUNDARY"
-wrk.body = "--$BOUNDARY\r\nContent-Disposition: form-data; name=\"text\"\r\n\r\nIs this a friendly message about the weather today? I hope the picnic goes well.\r\n--$BOUNDARY--\r\n"
-function delay() return $1 end
-done = function(summary, latency, requests)
-  io.write(string.format("WRK requests=%d non2xx=%d\n", summary.requests,
-    summary.errors.status))
-end
-LUA
-}
+write_script() { prompt_script "$WORK/submit.lua" "$KEY" "$1"; }
 
 # Waits until no job is queued or processing (at most 120 s). Each look reads the whole table
 # (about 40 ms of Postgres CPU at 100,000 jobs), so it looks twice a second: at ten it took a

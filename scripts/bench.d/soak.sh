@@ -40,17 +40,8 @@ cleanup() {
 trap cleanup EXIT
 wait_http "http://127.0.0.1:$PORT/health"
 
-BOUNDARY=soakboundary5c2e
 # $1: milliseconds each connection waits between requests (0: as fast as it can).
-write_script() {
-  cat > "$WORK/submit.lua" <<LUA
-wrk.method = "POST"
-wrk.headers["Authorization"] = "Bearer $KEY"
-wrk.headers["Content-Type"] = "multipart/form-data; boundary=$BOUNDARY"
-wrk.body = "--$BOUNDARY\r\nContent-Disposition: form-data; name=\"text\"\r\n\r\nIs this a friendly message about the weather today? I hope the picnic goes well.\r\n--$BOUNDARY\r\nContent-Disposition: form-data; name=\"webhook_url\"\r\n\r\n$RECEIVER_URL/hook\r\n--$BOUNDARY--\r\n"
-function delay() return $1 end
-LUA
-}
+write_script() { prompt_script "$WORK/submit.lua" "$KEY" "$1" "$RECEIVER_URL/hook"; }
 
 # Waits until every job is finished and every delivery has ended (at most 600 s).
 drain() {
