@@ -231,12 +231,12 @@ impl Core {
                 if free == 0 {
                     break;
                 }
+                let asked = free.min(500);
                 let claimed =
-                    deliveries::claim_due(&client, lane, free.min(500) as i64, lease, max_attempts)
-                        .await?;
-                if claimed.is_empty() {
-                    break;
-                }
+                    deliveries::claim_due(&client, lane, asked as i64, lease, max_attempts).await?;
+                // Fewer than asked: the lane had no more due (a delivery abandoned in the claim
+                // is not returned; its lane is asked again after `idle_for`, at once).
+                let drained = claimed.len() < asked;
                 for delivery in claimed {
                     let permit = self.slots.clone().acquire_owned().await?;
                     let share = match lane {
@@ -249,6 +249,9 @@ impl Core {
                         core.attempt(delivery).await;
                         drop((permit, share));
                     });
+                }
+                if drained {
+                    break;
                 }
             }
         }
