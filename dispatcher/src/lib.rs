@@ -19,7 +19,10 @@ use moderation_shared::{
         self,
         audit_events::Actor,
         deliveries,
-        deliveries::{AttemptRecord, Claimed, Lane, NextStep, CHANNEL, RECOVERIES_CHANNEL},
+        deliveries::{
+            AttemptRecord, Claimed, Lane, NextDue, NextStep, CHANNEL, RECOVERIES_CHANNEL,
+            RESENDS_CHANNEL,
+        },
         endpoints, review_items, webhooks, Pool,
     },
     endpoint_health::Attempted,
@@ -50,6 +53,48 @@ const MIN_IDLE: Duration = Duration::from_millis(5);
 const RECOVER_BATCH: i64 = 2000;
 /// How often open recovers are looked for without a notification.
 const RECOVER_POLL: Duration = Duration::from_secs(1);
+
+/// Which lanes besides the scheduled one (always asked) a round of the loop asks for due
+/// attempts: those woken for, or due by their next attempt's time. At low load a wake-up per
+/// delivery otherwise asked the two quiet lanes for nothing each time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Lanes {
+    resend: bool,
+    recovered: bool,
+}
+
+impl Lanes {
+    const ALL: Self = Self {
+        resend: true,
+        recovered: true,
+    };
+    const NONE: Self = Self {
+        resend: false,
+        recovered: false,
+    };
+
+    /// Whether a round asks `lane`.
+    fn asks(self, lane: Lane) -> bool {
+        match lane {
+            Lane::Scheduled => true,
+            Lane::Resend => self.resend,
+            Lane::Recovered => self.recovered,
+        }
+    }
+
+    /// These lanes and those `next` says are due by now; every lane when `next` is unknown.
+    fn with_due(self, next: Option<&NextDue>) -> Self {
+        let Some(next) = next else {
+            return Self::ALL;
+        };
+        let now = clock::now();
+        let due = |at: Option<OffsetDateTime>| at.is_some_and(|at| at <= now);
+        Self {
+            resend: self.resend || due(next.resend),
+            recovered: self.recovered || due(next.recovered),
+        }
+    }
+}
 
 /// What one [`Dispatcher::try_dispatch_due`] step did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,7 +180,7 @@ impl Dispatcher {
         while self.core.apply_recoveries().await? > 0 {}
         health::sweep(&self.core.pool, &self.core.settings.health).await?;
         let mut running = JoinSet::new();
-        let made = self.core.dispatch_due(&mut running).await?
+        let made = self.core.dispatch_due(&mut running, Lanes::ALL).await?
             + health::send_notices(&self.core.pool, self.core.notifier()).await?;
         while running.join_next().await.is_some() {}
         Ok(match made {
@@ -151,11 +196,14 @@ impl Dispatcher {
         telemetry::zero_dispatcher_counters(self.core.settings.schedule.attempts());
         telemetry::zero_endpoint_counters();
         let wake = Arc::new(Notify::new());
+        let resend_wake = Arc::new(Notify::new());
+        let recovered_wake = Arc::new(Notify::new());
         let recover_wake = Arc::new(Notify::new());
         let listener = tokio::spawn(listen::notify_on_new(
             self.listen.clone(),
             vec![
                 (CHANNEL, wake.clone()),
+                (RESENDS_CHANNEL, resend_wake.clone()),
                 (RECOVERIES_CHANNEL, recover_wake.clone()),
             ],
         ));
@@ -164,7 +212,7 @@ impl Dispatcher {
         let recover = tokio::spawn(
             self.core
                 .clone()
-                .apply_recoveries_until_stopped(recover_wake, wake.clone()),
+                .apply_recoveries_until_stopped(recover_wake, recovered_wake.clone()),
         );
         let metrics = tokio::spawn(self.metrics.serve());
         let depth = tokio::spawn(self.depth.run_until_stopped());
@@ -186,23 +234,30 @@ impl Dispatcher {
             }
         });
         tokio::pin!(shutdown);
+        let mut lanes = Lanes::ALL;
         loop {
             while running.try_join_next().is_some() {}
-            let idle = match self.core.dispatch_due(&mut running).await {
+            let (idle, next) = match self.core.dispatch_due(&mut running, lanes).await {
                 // Every slot busy: a finishing attempt wakes the loop.
-                Ok(_) if self.core.slots.available_permits() == 0 => self.core.settings.idle_poll,
+                Ok(_) if self.core.slots.available_permits() == 0 => {
+                    (self.core.settings.idle_poll, None)
+                }
                 Ok(_) => self.core.idle_for().await,
                 Err(err) => {
                     tracing::warn!(error = ?err, "Claiming due deliveries failed");
-                    self.core.settings.idle_poll
+                    (self.core.settings.idle_poll, None)
                 }
             };
+            lanes = Lanes::NONE;
             tokio::select! {
                 () = &mut shutdown => break,
                 () = wake.notified() => {}
+                () = resend_wake.notified() => lanes.resend = true,
+                () = recovered_wake.notified() => lanes.recovered = true,
                 () = tokio::time::sleep(idle) => {}
                 Some(_) = running.join_next(), if !running.is_empty() => {}
             }
+            lanes = lanes.with_due(next.as_ref());
         }
         tracing::info!(
             in_flight = running.len(),
@@ -220,12 +275,19 @@ impl Dispatcher {
 impl Core {
     /// Claims as many due attempts as there are free slots and starts them: the schedule of
     /// new deliveries first, then resends, then recovered deliveries with their share.
-    async fn dispatch_due(self: &Arc<Self>, running: &mut JoinSet<()>) -> anyhow::Result<usize> {
+    async fn dispatch_due(
+        self: &Arc<Self>,
+        running: &mut JoinSet<()>,
+        lanes: Lanes,
+    ) -> anyhow::Result<usize> {
         let client = self.pool.get().await?;
         let max_attempts = self.max_attempts();
         let lease = self.settings.attempt_timeout * 2 + LEASE_MARGIN;
         let mut made = 0;
         for lane in [Lane::Scheduled, Lane::Resend, Lane::Recovered] {
+            if !lanes.asks(lane) {
+                continue;
+            }
             loop {
                 let free = self.free_slots(lane);
                 if free == 0 {
@@ -319,8 +381,10 @@ impl Core {
         };
         // A recover's backlog drains behind the other deliveries by design: it is left out,
         // so the gauge (and its alert) speaks of new deliveries and resends.
-        if let Ok(next) = deliveries::next_due_at(&client, false).await {
-            let waited = next.map_or(0.0, |at| (clock::now() - at).as_seconds_f64().max(0.0));
+        if let Ok(next) = deliveries::next_due(&client).await {
+            let waited = next
+                .earliest(false)
+                .map_or(0.0, |at| (clock::now() - at).as_seconds_f64().max(0.0));
             metrics::gauge!(telemetry::WEBHOOK_OLDEST_DUE_SECONDS).set(waited);
         }
     }
@@ -340,21 +404,25 @@ impl Core {
         metrics::gauge!(telemetry::REVIEW_SLA_SECONDS).set(self.settings.review_sla.as_secs_f64());
     }
 
-    /// How long to sleep: until the next delivery falls due, at most the idle poll.
-    async fn idle_for(&self) -> Duration {
+    /// How long to sleep: until the next delivery falls due, at most the idle poll; and when
+    /// each lane's next attempt falls due (`None` when that could not be read).
+    async fn idle_for(&self) -> (Duration, Option<NextDue>) {
         let most = self.settings.idle_poll;
         let Ok(client) = self.pool.get().await else {
-            return most;
+            return (most, None);
+        };
+        let Ok(next) = deliveries::next_due(&client).await else {
+            return (most, None);
         };
         // With the recovered lane's share in use, its due rows cannot be claimed: a finishing
         // attempt wakes the loop instead.
         let recovered = self.recovery_slots.available_permits() > 0;
-        match deliveries::next_due_at(&client, recovered).await {
-            Ok(Some(at)) => Duration::try_from(at - clock::now())
+        let idle = next.earliest(recovered).map_or(most, |at| {
+            Duration::try_from(at - clock::now())
                 .unwrap_or(Duration::ZERO)
-                .clamp(MIN_IDLE, most),
-            _ => most,
-        }
+                .clamp(MIN_IDLE, most)
+        });
+        (idle, Some(next))
     }
 
     /// One attempt: sign, send, record, schedule; or, when its account URL is disabled or

@@ -20,10 +20,13 @@ use tokio_postgres::types::Type;
 use super::{BatchClient, DbError, GenericClient};
 use crate::domain::{AccountId, DeliveryId, DeliveryState, JobId, WebhookEvent};
 
-/// The channel a new delivery or a resend is announced on.
+/// The channel new deliveries (and held ones released) are announced on.
 pub const CHANNEL: &str = "deliveries";
 /// The channel a recover is announced on.
 pub const RECOVERIES_CHANNEL: &str = "delivery_recoveries";
+/// The channel a resend is announced on (a wake-up names its lane, so a dispatcher asks only
+/// the lanes that may have work).
+pub const RESENDS_CHANNEL: &str = "delivery_resends";
 
 /// A delivery to store.
 #[derive(Debug, Clone)]
@@ -399,23 +402,47 @@ async fn record_resend(
         == 1)
 }
 
-/// When the next attempt falls due, if any: of the scheduled lane and resends, and of the
-/// recovered lane when `recovered` (a dispatcher whose recovery slots are all busy leaves it out).
-pub async fn next_due_at(
-    client: &impl GenericClient,
-    recovered: bool,
-) -> Result<Option<OffsetDateTime>, DbError> {
+/// When each lane's next attempt falls due, if it has one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NextDue {
+    /// The scheduled lane's.
+    pub scheduled: Option<OffsetDateTime>,
+    /// The resends'.
+    pub resend: Option<OffsetDateTime>,
+    /// The recovered lane's.
+    pub recovered: Option<OffsetDateTime>,
+}
+
+impl NextDue {
+    /// The earliest of the scheduled lane and resends, and of the recovered lane when
+    /// `recovered` (a dispatcher whose recovery slots are all busy leaves it out).
+    pub fn earliest(&self, recovered: bool) -> Option<OffsetDateTime> {
+        let lanes = [
+            self.scheduled,
+            self.resend,
+            self.recovered.filter(|_| recovered),
+        ];
+        lanes.into_iter().flatten().min()
+    }
+}
+
+/// When each lane's next attempt falls due.
+pub async fn next_due(client: &impl GenericClient) -> Result<NextDue, DbError> {
     let stmt = client
         .prepare_cached(
-            "SELECT least( \
-                 (SELECT min(next_attempt_at) FROM deliveries \
-                  WHERE state = 'pending' AND NOT recovered), \
-                 (SELECT min(resend_at) FROM deliveries WHERE resend_at IS NOT NULL), \
-                 CASE WHEN $1 THEN (SELECT min(next_attempt_at) FROM deliveries \
-                                    WHERE state = 'pending' AND recovered) END)",
+            "SELECT (SELECT min(next_attempt_at) FROM deliveries \
+                     WHERE state = 'pending' AND NOT recovered), \
+                    (SELECT min(resend_at) FROM deliveries WHERE resend_at IS NOT NULL), \
+                    (SELECT min(next_attempt_at) FROM deliveries \
+                     WHERE state = 'pending' AND recovered)",
         )
         .await?;
-    Ok(client.query_one(&stmt, &[&recovered]).await?.get(0))
+    let row = client.query_one(&stmt, &[]).await?;
+    Ok(NextDue {
+        scheduled: row.get(0),
+        resend: row.get(1),
+        recovered: row.get(2),
+    })
 }
 
 /// Applies up to `batch` deliveries of the oldest recover not yet applied: each `abandoned`

@@ -8,7 +8,7 @@ use tokio_postgres::{types::ToSql, Row};
 use uuid::Uuid;
 
 use super::{
-    deliveries::{CHANNEL, RECOVERIES_CHANNEL},
+    deliveries::{RECOVERIES_CHANNEL, RESENDS_CHANNEL},
     DbError, GenericClient,
 };
 use crate::domain::{AccountId, DeliveryId, DeliveryState, JobId, WebhookEvent};
@@ -288,7 +288,7 @@ pub async fn request_resend(
         ))
         .await?;
     if let Some(row) = client
-        .query_opt(&stmt, &[&id.0, &account.0, &CHANNEL, &floor])
+        .query_opt(&stmt, &[&id.0, &account.0, &RESENDS_CHANNEL, &floor])
         .await?
     {
         return Ok(Resend::Requested(Delivery::from_row(&row)?));

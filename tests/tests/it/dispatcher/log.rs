@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use moderation_dispatcher::{Dispatched, Dispatcher};
+use moderation_dispatcher::{Dispatched, Dispatcher, DispatcherSettings};
 use moderation_shared::{
     db::delivery_log::{self, Filter},
     domain::{AccountId, DeliveryState, Scope},
@@ -307,6 +307,44 @@ async fn a_resend_sends_the_same_body_and_id_once_more_signed_afresh_and_is_logg
     assert_eq!(log.len(), 2);
     assert_eq!(log[1]["attempt"], 2);
     assert_eq!(log[1]["status_code"], 200);
+}
+
+/// A running dispatcher is woken for a resend on the resends' own channel: it asks that lane
+/// at once, not when its idle poll (a minute here) comes round; the quiet lanes are asked
+/// only when woken for or due.
+#[tokio::test]
+async fn a_running_dispatcher_sends_a_resend_as_soon_as_it_is_asked() {
+    let t = log(1.0).await;
+    let id = t.delivery().await;
+    t.step_until(id, "delivered").await;
+    let settings = DispatcherSettings {
+        idle_poll: Duration::from_secs(60),
+        ..t.app.dispatcher_settings(&t.receiver, 1.0)
+    };
+    let running = t.app.start_dispatcher(settings).await;
+    // A new delivery wakes it on the deliveries' channel; once it is sent the loop sleeps.
+    let second = t.delivery().await;
+    eventually(Duration::from_secs(10), "the new delivery sent", || async {
+        (t.app.delivery_state(second).await.0 == "delivered").then_some(())
+    })
+    .await;
+
+    let answer = t
+        .post(&format!("/api/v1/deliveries/{id}/resend"), None)
+        .await;
+    assert_eq!(answer.status(), 202);
+    eventually(Duration::from_secs(10), "the resend sent", || async {
+        let got = t.receiver.received();
+        let sent = got
+            .iter()
+            .filter(|r| header(r, "webhook-id") == id.to_string())
+            .count();
+        (sent == 2).then_some(())
+    })
+    .await;
+    running.stop().await;
+
+    assert_eq!(t.app.delivery_state(id).await, ("delivered".to_owned(), 2));
 }
 
 #[tokio::test]
