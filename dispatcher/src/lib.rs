@@ -96,6 +96,13 @@ impl Lanes {
     }
 }
 
+/// How long from now until `at`, at least [`MIN_IDLE`].
+fn wait_until(at: OffsetDateTime) -> Duration {
+    Duration::try_from(at - clock::now())
+        .unwrap_or(Duration::ZERO)
+        .max(MIN_IDLE)
+}
+
 /// What one [`Dispatcher::try_dispatch_due`] step did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dispatched {
@@ -235,7 +242,7 @@ impl Dispatcher {
         });
         tokio::pin!(shutdown);
         let mut lanes = Lanes::ALL;
-        loop {
+        'rounds: loop {
             while running.try_join_next().is_some() {}
             let (idle, next) = match self.core.dispatch_due(&mut running, lanes).await {
                 // Every slot busy: a finishing attempt wakes the loop.
@@ -248,14 +255,34 @@ impl Dispatcher {
                     (self.core.settings.idle_poll, None)
                 }
             };
+            // With every slot busy a finishing attempt starts a round; otherwise it only
+            // brings the wake-up forward to its retry, if that comes sooner (a round then
+            // would claim nothing: at low load it was a second round per delivery).
+            let slot_bound = self.core.slots.available_permits() == 0;
+            let mut until = tokio::time::Instant::now() + idle;
             lanes = Lanes::NONE;
-            tokio::select! {
-                () = &mut shutdown => break,
-                () = wake.notified() => {}
-                () = resend_wake.notified() => lanes.resend = true,
-                () = recovered_wake.notified() => lanes.recovered = true,
-                () = tokio::time::sleep(idle) => {}
-                Some(_) = running.join_next(), if !running.is_empty() => {}
+            loop {
+                tokio::select! {
+                    () = &mut shutdown => break 'rounds,
+                    () = wake.notified() => break,
+                    () = resend_wake.notified() => {
+                        lanes.resend = true;
+                        break;
+                    }
+                    () = recovered_wake.notified() => {
+                        lanes.recovered = true;
+                        break;
+                    }
+                    () = tokio::time::sleep_until(until) => break,
+                    Some(ended) = running.join_next(), if !running.is_empty() => {
+                        if slot_bound {
+                            break;
+                        }
+                        if let Ok(Some(retry)) = ended {
+                            until = until.min(tokio::time::Instant::now() + wait_until(retry));
+                        }
+                    }
+                }
             }
             lanes = lanes.with_due(next.as_ref());
         }
@@ -277,7 +304,7 @@ impl Core {
     /// new deliveries first, then resends, then recovered deliveries with their share.
     async fn dispatch_due(
         self: &Arc<Self>,
-        running: &mut JoinSet<()>,
+        running: &mut JoinSet<Option<OffsetDateTime>>,
         lanes: Lanes,
     ) -> anyhow::Result<usize> {
         let client = self.pool.get().await?;
@@ -308,8 +335,9 @@ impl Core {
                     let core = self.clone();
                     made += 1;
                     running.spawn(async move {
-                        core.attempt(delivery).await;
+                        let retry = core.attempt(delivery).await;
                         drop((permit, share));
+                        retry
                     });
                 }
                 if drained {
@@ -417,24 +445,23 @@ impl Core {
         // With the recovered lane's share in use, its due rows cannot be claimed: a finishing
         // attempt wakes the loop instead.
         let recovered = self.recovery_slots.available_permits() > 0;
-        let idle = next.earliest(recovered).map_or(most, |at| {
-            Duration::try_from(at - clock::now())
-                .unwrap_or(Duration::ZERO)
-                .clamp(MIN_IDLE, most)
-        });
+        let idle = next
+            .earliest(recovered)
+            .map_or(most, |at| wait_until(at).min(most));
         (idle, Some(next))
     }
 
     /// One attempt: sign, send, record, schedule; or, when its account URL is disabled or
-    /// paused, hold the delivery instead.
-    async fn attempt(&self, delivery: Claimed) {
+    /// paused, hold the delivery instead. Returns when the delivery is due again, when the
+    /// attempt scheduled a retry.
+    async fn attempt(&self, delivery: Claimed) -> Option<OffsetDateTime> {
         let secrets = match self.prepare(&delivery).await {
             Ok(Some(secrets)) => secrets,
-            Ok(None) => return,
+            Ok(None) => return None,
             Err(err) => {
                 // The lease runs out and the attempt is made again later.
                 tracing::warn!(delivery_id = %delivery.id, error = ?err, "Cannot load signing secrets");
-                return;
+                return None;
             }
         };
         // The attempt starts when the request does, so its recorded start and duration end
@@ -539,6 +566,14 @@ impl Core {
             .await
         {
             tracing::warn!(delivery_id = %delivery.id, error = ?err, "Cannot record an attempt; it will be retried after the lease");
+            return None;
+        }
+        match next {
+            NextStep::RetryAt(at) => Some(at),
+            NextStep::Delivered
+            | NextStep::Abandoned
+            | NextStep::Undeliverable
+            | NextStep::Unchanged => None,
         }
     }
 

@@ -347,6 +347,28 @@ async fn a_running_dispatcher_sends_a_resend_as_soon_as_it_is_asked() {
     assert_eq!(t.app.delivery_state(id).await, ("delivered".to_owned(), 2));
 }
 
+/// A running dispatcher wakes for the retry its own attempt scheduled: not at its idle poll
+/// (a minute here) nor when the attempt's claim would have lapsed (11 s), so a failed attempt
+/// is retried on its schedule while nothing else happens.
+#[tokio::test]
+async fn a_running_dispatcher_retries_a_failed_attempt_when_it_falls_due() {
+    let t = log(0.001).await;
+    t.receiver.script([Reply::Status(500)], Reply::Status(200));
+    let settings = DispatcherSettings {
+        idle_poll: Duration::from_secs(60),
+        ..t.app.dispatcher_settings(&t.receiver, 0.001)
+    };
+    let running = t.app.start_dispatcher(settings).await;
+    let id = t.delivery().await;
+    eventually(Duration::from_secs(5), "the retry delivered", || async {
+        (t.app.delivery_state(id).await == ("delivered".to_owned(), 2)).then_some(())
+    })
+    .await;
+    running.stop().await;
+
+    assert_eq!(t.receiver.received().len(), 2);
+}
+
 #[tokio::test]
 async fn a_pending_delivery_cannot_be_resent_and_a_strangers_gets_404() {
     let t = log(1.0).await;
