@@ -369,6 +369,27 @@ async fn a_running_dispatcher_retries_a_failed_attempt_when_it_falls_due() {
     assert_eq!(t.receiver.received().len(), 2);
 }
 
+/// The shortest idle poll there is (`APP_DISPATCH_IDLE_POLL_MS=1`, below the loop's 5 ms
+/// floor between looks) with a delivery due later: the loop sleeps 1 ms and runs on (its
+/// sleep was once clamped between 5 ms and the poll, which panicked when the poll was
+/// shorter).
+#[tokio::test]
+async fn a_running_dispatcher_with_the_shortest_idle_poll_waits_for_a_retry() {
+    let t = log(0.01).await;
+    t.receiver.script([Reply::Status(500)], Reply::Status(200));
+    let settings = DispatcherSettings {
+        idle_poll: Duration::from_millis(1),
+        ..t.app.dispatcher_settings(&t.receiver, 0.01)
+    };
+    let running = t.app.start_dispatcher(settings).await;
+    let id = t.delivery().await;
+    eventually(Duration::from_secs(10), "the retry delivered", || async {
+        (t.app.delivery_state(id).await == ("delivered".to_owned(), 2)).then_some(())
+    })
+    .await;
+    running.stop().await;
+}
+
 #[tokio::test]
 async fn a_pending_delivery_cannot_be_resent_and_a_strangers_gets_404() {
     let t = log(1.0).await;
