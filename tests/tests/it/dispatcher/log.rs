@@ -352,21 +352,7 @@ async fn a_running_dispatcher_sends_a_resend_as_soon_as_it_is_asked() {
 /// is retried on its schedule while nothing else happens.
 #[tokio::test]
 async fn a_running_dispatcher_retries_a_failed_attempt_when_it_falls_due() {
-    let t = log(0.001).await;
-    t.receiver.script([Reply::Status(500)], Reply::Status(200));
-    let settings = DispatcherSettings {
-        idle_poll: Duration::from_secs(60),
-        ..t.app.dispatcher_settings(&t.receiver, 0.001)
-    };
-    let running = t.app.start_dispatcher(settings).await;
-    let id = t.delivery().await;
-    eventually(Duration::from_secs(5), "the retry delivered", || async {
-        (t.app.delivery_state(id).await == ("delivered".to_owned(), 2)).then_some(())
-    })
-    .await;
-    running.stop().await;
-
-    assert_eq!(t.receiver.received().len(), 2);
+    retried_while_running(0.001, Duration::from_secs(60), Duration::from_secs(5)).await;
 }
 
 /// The shortest idle poll there is (`APP_DISPATCH_IDLE_POLL_MS=1`, below the loop's 5 ms
@@ -375,19 +361,28 @@ async fn a_running_dispatcher_retries_a_failed_attempt_when_it_falls_due() {
 /// shorter).
 #[tokio::test]
 async fn a_running_dispatcher_with_the_shortest_idle_poll_waits_for_a_retry() {
-    let t = log(0.01).await;
+    retried_while_running(0.01, Duration::from_millis(1), Duration::from_secs(10)).await;
+}
+
+/// Starts a dispatcher polling every `idle_poll` on the schedule scaled by `scale`, makes a
+/// delivery whose first attempt the receiver refuses, and waits at most `within` for its
+/// retry to be delivered.
+async fn retried_while_running(scale: f64, idle_poll: Duration, within: Duration) {
+    let t = log(scale).await;
     t.receiver.script([Reply::Status(500)], Reply::Status(200));
     let settings = DispatcherSettings {
-        idle_poll: Duration::from_millis(1),
-        ..t.app.dispatcher_settings(&t.receiver, 0.01)
+        idle_poll,
+        ..t.app.dispatcher_settings(&t.receiver, scale)
     };
     let running = t.app.start_dispatcher(settings).await;
     let id = t.delivery().await;
-    eventually(Duration::from_secs(10), "the retry delivered", || async {
+    eventually(within, "the retry delivered", || async {
         (t.app.delivery_state(id).await == ("delivered".to_owned(), 2)).then_some(())
     })
     .await;
     running.stop().await;
+
+    assert_eq!(t.receiver.received().len(), 2);
 }
 
 #[tokio::test]
