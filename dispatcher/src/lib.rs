@@ -255,10 +255,12 @@ impl Dispatcher {
                     (self.core.settings.idle_poll, None)
                 }
             };
-            // With every slot busy a finishing attempt starts a round; otherwise it only
-            // brings the wake-up forward to its retry, if that comes sooner (a round then
-            // would claim nothing: at low load it was a second round per delivery).
-            let slot_bound = self.core.slots.available_permits() == 0;
+            // With every slot (or the recovered lane's whole share) busy a finishing attempt
+            // starts a round; otherwise it only brings the wake-up forward to its retry, if
+            // that comes sooner (a round then would claim nothing: at low load it was a
+            // second round per delivery).
+            let slot_bound = self.core.slots.available_permits() == 0
+                || self.core.recovery_slots.available_permits() == 0;
             let mut until = tokio::time::Instant::now() + idle;
             lanes = Lanes::NONE;
             loop {

@@ -516,6 +516,49 @@ async fn a_recover_restarts_every_abandoned_delivery_of_the_window_and_no_other(
     assert_eq!(detail["last_status_code"], 200);
 }
 
+/// A running dispatcher whose recovered lane has a share of one slot (two slots in all) and
+/// a minute's idle poll works through a recover of three deliveries one after another: each
+/// recovered attempt that ends frees the share, and the next is claimed then, not at the
+/// idle poll.
+#[tokio::test]
+async fn a_running_dispatcher_claims_the_next_recovered_delivery_when_its_share_frees() {
+    let t = log(0.00001).await;
+    t.receiver.script([], Reply::Status(500));
+    let ids = [t.delivery().await, t.delivery().await, t.delivery().await];
+    for id in ids {
+        t.step_until(id, "abandoned").await;
+    }
+    t.receiver.script([], Reply::Status(200));
+    let settings = DispatcherSettings {
+        idle_poll: Duration::from_secs(60),
+        concurrency: 2,
+        ..t.app.dispatcher_settings(&t.receiver, 0.00001)
+    };
+    let running = t.app.start_dispatcher(settings).await;
+
+    let recovered = t
+        .post(
+            "/api/v1/deliveries/recover",
+            Some(json!({ "since": "2000-01-01T00:00:00Z", "until": "2100-01-01T00:00:00Z" })),
+        )
+        .await;
+    assert_eq!(recovered.status(), 202);
+    eventually(
+        Duration::from_secs(10),
+        "every recovered delivery sent",
+        || async {
+            for id in ids {
+                if t.app.delivery_state(id).await.0 != "delivered" {
+                    return None;
+                }
+            }
+            Some(())
+        },
+    )
+    .await;
+    running.stop().await;
+}
+
 #[tokio::test]
 async fn a_recovered_delivery_gets_a_whole_fresh_schedule() {
     let t = log(0.00001).await;
