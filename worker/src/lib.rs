@@ -186,7 +186,7 @@ impl Worker {
                     .backend(backend)
                     .data(ctx.clone())
                     .concurrency(concurrency)
-                    .build(jobs::handle)
+                    .build(jobs::handle_as_task)
             });
         }
         let stats = self.stats.clone();

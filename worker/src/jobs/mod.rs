@@ -29,6 +29,7 @@ use crate::{checks::Checks, decide::decide, failure::Failure};
 pub mod lease;
 pub mod media;
 pub mod store;
+pub mod task;
 pub mod text;
 
 use lease::Leases;
@@ -72,6 +73,11 @@ pub enum JobError {
     /// A batched claim or result was not written.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// Handles one delivery as a task of its own on the runtime's threads ([`task`]).
+pub async fn handle_as_task(job: QueuedJob, ctx: Data<JobContext>) -> Result<Handled, JobError> {
+    task::on_runtime(handle(job, ctx)).await
 }
 
 /// Handles one delivery.
