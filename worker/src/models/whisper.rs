@@ -21,6 +21,7 @@ mod encoder;
 pub mod mel;
 mod ops;
 pub mod pcm;
+mod tokens;
 
 use std::{fmt, path::Path};
 

@@ -173,10 +173,7 @@ pub fn greedy(
     let mut cache = decoder.cache(&audio)?;
     // The start token's prediction: the no-speech probability and, for a multilingual model,
     // the language.
-    let first = decoder
-        .forward(&[tokens.start], &mut cache)?
-        .get(0)?
-        .to_vec1::<f32>()?;
+    let first = decoder.forward(&[tokens.start], &mut cache)?;
     let no_speech = log_softmax(&first)[tokens.no_speech as usize].exp();
     let (language, rest) = match tokens.transcribe {
         Some(transcribe) => {
@@ -190,8 +187,7 @@ pub fn greedy(
         None => (None, vec![tokens.no_timestamps]),
     };
     let prompt_len = 1 + rest.len();
-    let logits = decoder.forward(&rest, &mut cache)?;
-    let mut last = logits.get(rest.len() - 1)?.to_vec1::<f32>()?;
+    let mut last = decoder.forward(&rest, &mut cache)?;
     let mut text = Vec::new();
     let mut sum_logprob = 0.0f32;
     let limit = MAX_TOKENS.min(decoder.max_len() - prompt_len);
@@ -209,10 +205,7 @@ pub fn greedy(
         }
         text.push(next as u32);
         if step + 1 < limit {
-            last = decoder
-                .forward(&[next as u32], &mut cache)?
-                .get(0)?
-                .to_vec1::<f32>()?;
+            last = decoder.forward(&[next as u32], &mut cache)?;
         }
     }
     let picked = text.len() + usize::from(text.len() < limit);

@@ -4,10 +4,10 @@
 //! window. The layout and weights are the Hugging Face ones candle's model reads.
 
 use candle_core::{Device, Module, Result, Tensor, D};
-use candle_nn::{
-    embedding, layer_norm, linear, linear_no_bias, Embedding, LayerNorm, Linear, VarBuilder,
-};
+use candle_nn::{layer_norm, linear, linear_no_bias, LayerNorm, Linear, VarBuilder};
 use candle_transformers::models::whisper::Config;
+
+use super::tokens::TokenEmbedding;
 
 const LAYER_NORM_EPS: f64 = 1e-5;
 
@@ -81,7 +81,8 @@ struct Layer {
 /// The decoder's weights, shared by every transcription.
 #[derive(Debug, Clone)]
 pub struct Decoder {
-    embed: Embedding,
+    /// The token embedding, which is also the output projection.
+    embed: TokenEmbedding,
     positions: Tensor,
     layers: Vec<Layer>,
     norm: LayerNorm,
@@ -120,7 +121,7 @@ impl Decoder {
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Self {
-            embed: embedding(config.vocab_size, state, vb.pp("embed_tokens"))?,
+            embed: TokenEmbedding::load(config.vocab_size, state, vb.pp("embed_tokens"))?,
             positions: vb.get(
                 (config.max_target_positions, state),
                 "embed_positions.weight",
@@ -148,14 +149,16 @@ impl Decoder {
         })
     }
 
-    /// Runs `tokens` (following those already in `cache`) through the decoder and returns
-    /// the logits of each, (n, vocabulary).
-    pub fn forward(&self, tokens: &[u32], cache: &mut Cache) -> Result<Tensor> {
+    /// Runs `tokens` (at least one, following those already in `cache`) through the decoder
+    /// and returns the logits of the last one (all that greedy decoding reads).
+    pub fn forward(&self, tokens: &[u32], cache: &mut Cache) -> Result<Vec<f32>> {
         let n = tokens.len();
-        let ids = Tensor::new(tokens, &Device::Cpu)?.unsqueeze(0)?;
+        if n == 0 {
+            candle_core::bail!("the decoder takes at least one token");
+        }
         let mut x = self
             .embed
-            .forward(&ids)?
+            .lookup(tokens)?
             .broadcast_add(&self.positions.narrow(0, cache.len, n)?)?;
         let mask = (n > 1).then(|| causal_mask(n, cache.len)).transpose()?;
         for ((layer, past), cross) in self.layers.iter().zip(&mut cache.past).zip(&cache.cross) {
@@ -178,8 +181,8 @@ impl Decoder {
             x = (&x + mlp)?;
         }
         cache.len += n;
-        let hidden = self.norm.forward(&x)?.squeeze(0)?;
-        hidden.matmul(&self.embed.embeddings().t()?)
+        let hidden = self.norm.forward(&x.narrow(1, n - 1, 1)?)?;
+        Ok(self.embed.logits(&hidden.flatten_all()?.to_vec1::<f32>()?))
     }
 }
 
