@@ -414,8 +414,8 @@ impl<E: Embed> Execute for EmbedBatch<E> {
 
     /// Each run of the batch is an inference of its own: the runs of one batch and of the
     /// batch gathering beside it share the pool's slots, so one big batch keeps every core
-    /// busy. (As one inference, a batch of 64 jobs ran on one core while the other's batch
-    /// was a few jobs long: one text worker used 1.3 of 2 cores.)
+    /// busy. (As one inference, a batch of 64 jobs ran on one core while the other slot's
+    /// batch was a few jobs long.)
     async fn execute(&self, requests: &[Vec<String>]) -> Result<Vec<Vec<Embedding>>, EmbedError> {
         let texts: Vec<&String> = requests.iter().flatten().collect();
         let mut order: Vec<usize> = (0..texts.len()).collect();
