@@ -31,6 +31,25 @@ pub fn default_concurrency(threads: usize) -> usize {
     DEFAULT_CONCURRENCY.max(4 * threads)
 }
 
+/// Text jobs in progress at once per core (two cores at least) when `APP_WORKER_CONCURRENCY`
+/// does not name text and the built-in classifier judges it: two of the text model's batches
+/// (64 jobs each) a core, so that one cohort of jobs is embedded while the other is claimed,
+/// written and fetched. With 64 on two cores the inference threads waited half the time for
+/// the next cohort; one worker completed 290-303 jobs/s with 64, 323 with 128, 344 with 256
+/// and 345 with 512, both cores then busy (docs/models.md). A text job in progress holds a
+/// few kilobytes.
+pub const TEXT_CONCURRENCY_PER_CORE: usize = 128;
+
+/// The most jobs of one modality in progress at once in one process.
+pub const MAX_CONCURRENCY: usize = 1000;
+
+/// Text concurrency when `APP_WORKER_CONCURRENCY` does not name text and the built-in
+/// classifier judges it ([`TEXT_CONCURRENCY_PER_CORE`]), for a process allowed `threads`
+/// cores.
+pub fn default_text_concurrency(threads: usize) -> usize {
+    (TEXT_CONCURRENCY_PER_CORE * threads.max(2)).min(MAX_CONCURRENCY)
+}
+
 /// The cores this process may use: its CPU affinity (`taskset`) and cgroup quota
 /// (`cpu.max`), as the standard library reads them; 1 when they cannot be read.
 fn allowed_cores() -> usize {
@@ -191,13 +210,13 @@ impl WorkerSettings {
     /// Reads the environment; `modalities` come from the command line.
     pub fn from_env(modalities: Vec<Modality>) -> Result<Self, ConfigError> {
         let threads = parse_threads(env_raw("APP_WORKER_THREADS")?.as_deref(), allowed_cores())?;
-        let default = default_concurrency(threads);
-        let concurrency = match env_raw("APP_WORKER_CONCURRENCY")? {
-            Some(raw) => Concurrency::parse(&raw, default)
-                .map_err(|reason| ConfigError::new("APP_WORKER_CONCURRENCY", reason))?,
-            None => Concurrency::all(default),
-        };
         let classifier = ClassifierSettings::from_env(&modalities)?;
+        let defaults = Concurrency::defaults(threads, &classifier);
+        let concurrency = match env_raw("APP_WORKER_CONCURRENCY")? {
+            Some(raw) => Concurrency::parse(&raw, defaults)
+                .map_err(|reason| ConfigError::new("APP_WORKER_CONCURRENCY", reason))?,
+            None => defaults,
+        };
         Ok(Self {
             database: DatabaseSettings::from_env()?,
             redis: RedisSettings::from_env()?,
@@ -245,7 +264,8 @@ impl WorkerSettings {
 }
 
 /// Jobs in progress at once per modality: `8` for every modality, or `text=8,image=2` per
-/// modality (unnamed ones get the default, [`default_concurrency`]), or both: `4,text=16`.
+/// modality (unnamed ones keep their defaults, [`Concurrency::defaults`]), or both:
+/// `4,text=16`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Concurrency {
     default: usize,
@@ -275,9 +295,24 @@ impl Concurrency {
             .unwrap_or(self.default)
     }
 
-    /// Parses the `APP_WORKER_CONCURRENCY` syntax; modalities it does not name get `default`.
-    pub fn parse(raw: &str, default: usize) -> Result<Self, String> {
-        let mut parsed = Self::all(default);
+    /// The defaults for a process allowed `threads` cores: [`default_concurrency`] for every
+    /// modality, and [`default_text_concurrency`] for text when `classifier` is the built-in
+    /// one.
+    pub fn defaults(threads: usize, classifier: &ClassifierSettings) -> Self {
+        let mut defaults = Self::all(default_concurrency(threads));
+        if matches!(classifier, ClassifierSettings::Local) {
+            defaults
+                .per_modality
+                .insert(Modality::Text, default_text_concurrency(threads));
+        }
+        defaults
+    }
+
+    /// Parses the `APP_WORKER_CONCURRENCY` syntax: a bare number replaces every default, a
+    /// named modality's number its own; modalities it does not name keep `defaults`.
+    pub fn parse(raw: &str, defaults: Self) -> Result<Self, String> {
+        let mut every = None;
+        let mut named = BTreeMap::new();
         for part in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (modality, number) = match part.split_once('=') {
                 Some((m, n)) => (
@@ -290,16 +325,20 @@ impl Concurrency {
                 .trim()
                 .parse()
                 .map_err(|_| format!("expected a number, got {number:?}"))?;
-            if !(1..=1000).contains(&n) {
-                return Err(format!("concurrency must be 1 to 1000, got {n}"));
+            if !(1..=MAX_CONCURRENCY).contains(&n) {
+                return Err(format!(
+                    "concurrency must be 1 to {MAX_CONCURRENCY}, got {n}"
+                ));
             }
             match modality {
                 Some(m) => {
-                    parsed.per_modality.insert(m, n);
+                    named.insert(m, n);
                 }
-                None => parsed.default = n,
+                None => every = Some(n),
             }
         }
+        let mut parsed = every.map_or(defaults, Self::all);
+        parsed.per_modality.extend(named);
         Ok(parsed)
     }
 }
@@ -310,13 +349,13 @@ mod tests {
 
     #[test]
     fn concurrency_parses_one_number_for_every_modality() {
-        let c = Concurrency::parse("12", DEFAULT_CONCURRENCY).unwrap();
+        let c = Concurrency::parse("12", Concurrency::default()).unwrap();
         assert!(Modality::ALL.iter().all(|&m| c.of(m) == 12));
     }
 
     #[test]
     fn concurrency_parses_per_modality_values_and_defaults_the_rest() {
-        let c = Concurrency::parse("text=8, image=2", DEFAULT_CONCURRENCY).unwrap();
+        let c = Concurrency::parse("text=8, image=2", Concurrency::default()).unwrap();
         assert_eq!(c.of(Modality::Text), 8);
         assert_eq!(c.of(Modality::Image), 2);
         assert_eq!(c.of(Modality::Audio), DEFAULT_CONCURRENCY);
@@ -338,8 +377,35 @@ mod tests {
         assert_eq!(default_concurrency(1), DEFAULT_CONCURRENCY);
         assert_eq!(default_concurrency(2), DEFAULT_CONCURRENCY);
         assert_eq!(default_concurrency(16), 64);
-        let c = Concurrency::parse("text=2", default_concurrency(16)).unwrap();
+        let c = Concurrency::parse("text=2", Concurrency::all(default_concurrency(16))).unwrap();
         assert_eq!((c.of(Modality::Text), c.of(Modality::Image)), (2, 64));
+    }
+
+    #[test]
+    fn the_built_in_classifier_holds_two_text_batches_a_core() {
+        let local = |threads| Concurrency::defaults(threads, &ClassifierSettings::Local);
+        for (threads, text, media) in [(1, 256, 8), (2, 256, 8), (3, 384, 12), (16, 1000, 64)] {
+            let c = local(threads);
+            assert_eq!(c.of(Modality::Text), text, "{threads} cores");
+            assert_eq!(c.of(Modality::Image), media, "{threads} cores");
+            assert_eq!(c.of(Modality::Audio), media, "{threads} cores");
+        }
+        // Named modalities keep the others' defaults; a bare number replaces every default.
+        let c = Concurrency::parse("image=2", local(2)).unwrap();
+        assert_eq!((c.of(Modality::Text), c.of(Modality::Image)), (256, 2));
+        let c = Concurrency::parse("4", local(2)).unwrap();
+        assert!(Modality::ALL.iter().all(|&m| c.of(m) == 4));
+        let c = Concurrency::parse("text=16,4", local(2)).unwrap();
+        assert_eq!((c.of(Modality::Text), c.of(Modality::Video)), (16, 4));
+    }
+
+    #[test]
+    fn a_remote_classifier_keeps_the_common_text_default() {
+        let remote = ClassifierSettings::OpenAi(Box::new(
+            OpenAiSettings::new("http://127.0.0.1:8000").unwrap(),
+        ));
+        let c = Concurrency::defaults(2, &remote);
+        assert_eq!(c.of(Modality::Text), DEFAULT_CONCURRENCY);
     }
 
     #[test]
@@ -354,20 +420,20 @@ mod tests {
     #[test]
     fn concurrency_accepts_the_limits_and_rejects_beyond_them() {
         assert_eq!(
-            Concurrency::parse("1", DEFAULT_CONCURRENCY)
+            Concurrency::parse("1", Concurrency::default())
                 .unwrap()
                 .of(Modality::Text),
             1
         );
         assert_eq!(
-            Concurrency::parse("1000", DEFAULT_CONCURRENCY)
+            Concurrency::parse("1000", Concurrency::default())
                 .unwrap()
                 .of(Modality::Text),
             1000
         );
-        assert!(Concurrency::parse("0", DEFAULT_CONCURRENCY).is_err());
-        assert!(Concurrency::parse("1001", DEFAULT_CONCURRENCY).is_err());
-        assert!(Concurrency::parse("chat=2", DEFAULT_CONCURRENCY).is_err());
-        assert!(Concurrency::parse("text=many", DEFAULT_CONCURRENCY).is_err());
+        assert!(Concurrency::parse("0", Concurrency::default()).is_err());
+        assert!(Concurrency::parse("1001", Concurrency::default()).is_err());
+        assert!(Concurrency::parse("chat=2", Concurrency::default()).is_err());
+        assert!(Concurrency::parse("text=many", Concurrency::default()).is_err());
     }
 }

@@ -8,7 +8,8 @@
 # the text models loaded (idle after loading, and after the run). Target: >= 300 completed
 # text jobs/s on 2 cores.
 # The models come from scripts/models (APP_MODEL_DIR, else the default directory).
-# WORKER_CPUS (a taskset list such as 0) pins the worker to those cores.
+# WORKER_CPUS (a taskset list such as 0) pins the worker to those cores. The worker sizes its
+# text concurrency to the cores it may use (APP_WORKER_CONCURRENCY overrides it).
 source "$(dirname "$0")/../../lib.sh"
 command -v wrk >/dev/null || apt_install wrk
 CONNECTIONS=${CONNECTIONS:-64}
@@ -22,7 +23,6 @@ PORT=$(free_port)
 WORKER_METRICS=$(free_port)
 export DATABASE_URL=$DB REDIS_URL=$REDIS_BASE_URL APP_REDIS_NAMESPACE=$NS PORT RUST_LOG=warn
 export APP_AUTH_CONCURRENCY=${APP_AUTH_CONCURRENCY:-1000}
-export APP_WORKER_CONCURRENCY=${APP_WORKER_CONCURRENCY:-text=64}
 org=$("$BIN/modctl" org create --name bench | json_field org_id)
 "$BIN/modctl" org set "$org" --rate-per-minute 100000000 >/dev/null
 KEY=$("$BIN/modctl" key create --org "$org" --scopes moderate:prompt | json_field key)
