@@ -8,8 +8,10 @@
 # the text models loaded (idle after loading, and after the run). Target: >= 300 completed
 # text jobs/s on 2 cores.
 # The models come from scripts/models (APP_MODEL_DIR, else the default directory).
-# WORKER_CPUS (a taskset list such as 0) pins the worker to those cores. The worker sizes its
-# text concurrency to the cores it may use (APP_WORKER_CONCURRENCY overrides it).
+# WORKER_CPUS (a taskset list such as 0) pins the worker to those cores; WORKER_QUOTA (a whole
+# number of cores) runs it in a cgroup of its own whose CPU quota is that many cores, on any
+# core. The worker sizes its runtime, inference pool and text concurrency to the cores either
+# allows (APP_WORKER_CONCURRENCY overrides the concurrency).
 source "$(dirname "$0")/../../lib.sh"
 command -v wrk >/dev/null || apt_install wrk
 CONNECTIONS=${CONNECTIONS:-64}
@@ -30,11 +32,17 @@ KEY=$("$BIN/modctl" key create --org "$org" --scopes moderate:prompt | json_fiel
 "$BIN/api" & API=$!
 pin=()
 [ -z "${WORKER_CPUS:-}" ] || pin=(taskset -c "$WORKER_CPUS")
+GROUP=
+if [ -n "${WORKER_QUOTA:-}" ]; then
+  GROUP=$(quota_cgroup "models-text-$$" "$WORKER_QUOTA")
+  pin+=(sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$GROUP")
+fi
 APP_MODEL_DIR=$MODELS APP_LOCAL_MODELS=required METRICS_PORT=$WORKER_METRICS \
   "${pin[@]}" "$BIN/worker" --modality text & WORKER=$!
 cleanup() {
   kill "$API" "$WORKER" 2>/dev/null || true
   wait "$API" "$WORKER" 2>/dev/null || true
+  [ -z "$GROUP" ] || rmdir "$GROUP" 2>/dev/null || true
   redis-cli -p "$REDIS_PORT" --scan --pattern "$NS:*" | xargs -r redis-cli -p "$REDIS_PORT" del >/dev/null
 }
 trap cleanup EXIT
