@@ -64,8 +64,9 @@ pub const MULTILINGUAL_CUSTOM_THRESHOLD: f32 = 0.36;
 /// Texts embedded in one run at most; a gathered batch is cut into runs of similar lengths.
 const RUN: usize = 32;
 
-/// Jobs' embedding requests gathered into one batch at most.
-const MAX_BATCH: usize = 64;
+/// Jobs' embedding requests gathered into one batch at most (the worker's default text
+/// concurrency holds two such batches a core: `settings.rs`).
+pub const MAX_BATCH: usize = 64;
 
 /// The loaded text model, shared by every text job of the process.
 pub struct TextModel {
