@@ -1,6 +1,6 @@
 //! ONNX models run by rten. A run keeps to one core: every concurrent run gets a single-thread
-//! pool of its own, taken from a stack that grows to the number of runs at once (bounded by
-//! the [`Inference`](super::Inference) slots). One open_nsfw image on two threads of a shared
+//! pool of its own ([`CorePools`]), taken from a stack that grows to the number of runs at once
+//! (bounded by the [`Inference`](super::Inference) slots). One open_nsfw image on two threads of a shared
 //! pool ran no faster than on one, while two images on two pools of one thread ran twice as
 //! fast (docs/models-nsfw.md). MiniLM's batches of 32 texts do split over two threads (1.9
 //! times as fast), but under load the text batcher runs two batches at once, one per core.
@@ -13,12 +13,53 @@ use std::{
 use anyhow::{anyhow, Context};
 use rten::{Model, NodeId, RunOptions, ThreadPool, Value, ValueOrView};
 
+/// Single-thread pools for model runs, one per run in progress, kept for the next runs: rten
+/// and rten-gemm split their work over the current pool, so a run on one of these keeps to one
+/// core.
+#[derive(Default)]
+pub struct CorePools {
+    /// Pools not in use by a run.
+    idle: Mutex<Vec<Arc<ThreadPool>>>,
+}
+
+impl CorePools {
+    /// Calls `run` with a pool no other run holds (made when none is idle), then keeps the
+    /// pool for the next run.
+    pub fn with<T>(&self, run: impl FnOnce(&Arc<ThreadPool>) -> T) -> T {
+        let pool = self
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop()
+            .unwrap_or_else(|| Arc::new(ThreadPool::with_num_threads(1)));
+        let result = run(&pool);
+        self.idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(pool);
+        result
+    }
+
+    /// Runs `op` on a pool of its own, on that pool's one thread.
+    pub fn run<T: Send>(&self, op: impl FnOnce() -> T + Send) -> T {
+        self.with(|pool| pool.run(op))
+    }
+
+    /// How many pools are idle.
+    #[cfg(test)]
+    pub fn idle(&self) -> usize {
+        self.idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+}
+
 /// A loaded ONNX model, shared by every job of the process; `run` may be called from several
 /// threads at once.
 pub struct OnnxModel {
     model: Model,
-    /// Single-thread pools not in use by a run.
-    idle: Mutex<Vec<Arc<ThreadPool>>>,
+    pools: CorePools,
 }
 
 impl OnnxModel {
@@ -28,7 +69,7 @@ impl OnnxModel {
             .with_context(|| format!("{} could not be loaded", path.display()))?;
         Ok(Self {
             model,
-            idle: Mutex::new(Vec::new()),
+            pools: CorePools::default(),
         })
     }
 
@@ -62,18 +103,10 @@ impl OnnxModel {
         inputs: Vec<(NodeId, ValueOrView<'_>)>,
         outputs: &[NodeId],
     ) -> anyhow::Result<Vec<Value>> {
-        let pool = self
-            .idle
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop()
-            .unwrap_or_else(|| Arc::new(ThreadPool::with_num_threads(1)));
-        let options = RunOptions::default().with_thread_pool(Some(pool.clone()));
-        let result = self.model.run(inputs, outputs, Some(options));
-        self.idle
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(pool);
+        let result = self.pools.with(|pool| {
+            let options = RunOptions::default().with_thread_pool(Some(pool.clone()));
+            self.model.run(inputs, outputs, Some(options))
+        });
         Ok(result?)
     }
 }
@@ -108,7 +141,7 @@ mod tests {
         assert!(together.iter().all(|values| *values == alone));
         // The first run made a pool; the three at once reused it and made at most two more;
         // every pool went back to the stack.
-        let idle = model.idle.lock().unwrap().len();
+        let idle = model.pools.idle();
         assert!((1..=3).contains(&idle), "{idle} idle pools");
     }
 }
