@@ -12,6 +12,8 @@
 # number of cores) runs it in a cgroup of its own whose CPU quota is that many cores, on any
 # core. The worker sizes its runtime, inference pool and text concurrency to the cores either
 # allows (APP_WORKER_CONCURRENCY overrides the concurrency).
+# WORKER_BIN (a worker binary) runs that worker instead of the one just built: to compare two
+# builds side by side in one session.
 # BACKLOG=1 submits every job before the worker starts: the rate is then the worker's drain of
 # that backlog (its completions from one second after its first until its last), with neither
 # the api nor wrk running beside it; the RSS lines are left out (the worker is never idle).
@@ -51,7 +53,7 @@ trap cleanup EXIT
 # Starts the worker and waits until it has loaded the text models (it serves /metrics then).
 start_worker() {
   APP_MODEL_DIR=$MODELS APP_LOCAL_MODELS=required METRICS_PORT=$WORKER_METRICS \
-    "${pin[@]}" "$BIN/worker" --modality text & WORKER=$!
+    "${pin[@]}" "${WORKER_BIN:-$BIN/worker}" --modality text & WORKER=$!
   wait_http "http://127.0.0.1:$WORKER_METRICS/metrics"
   curl -fs "http://127.0.0.1:$WORKER_METRICS/metrics" | grep -q 'classifier_model_loaded{model="text_embedding"} 1' ||
     die "the worker did not load the text models from $MODELS"
