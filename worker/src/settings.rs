@@ -37,10 +37,10 @@ pub fn default_concurrency(threads: usize) -> usize {
 /// Text jobs in progress at once per core (two cores at least) when `APP_WORKER_CONCURRENCY`
 /// does not name text and the built-in classifier judges it: two of the text model's batches
 /// ([`text::MAX_BATCH`] jobs each) a core, so that one cohort of jobs is embedded while the
-/// other is claimed, written and fetched. With 64 on two cores the inference threads waited half the time for
-/// the next cohort; one worker completed 290-303 jobs/s with 64, 323 with 128, 316-344 with 256
-/// and 345 with 512, both cores then busy (docs/models.md). A text job in progress holds a
-/// few kilobytes.
+/// other is claimed, written and fetched. With 64 on two cores the inference threads waited
+/// half the time for the next cohort; one worker completed 290-303 jobs/s with 64, 323 with
+/// 128, 316-344 with 256 and 345 with 512, both cores then busy (docs/models.md). A text job in
+/// progress holds a few kilobytes.
 pub const TEXT_CONCURRENCY_PER_CORE: usize = 2 * text::MAX_BATCH;
 
 /// The most jobs of one modality in progress at once in one process.

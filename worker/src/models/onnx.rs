@@ -1,9 +1,10 @@
 //! ONNX models run by rten. A run keeps to one core: every concurrent run gets a single-thread
 //! pool of its own ([`CorePools`]), taken from a stack that grows to the number of runs at once
-//! (bounded by the [`Inference`](super::Inference) slots). One open_nsfw image on two threads of a shared
-//! pool ran no faster than on one, while two images on two pools of one thread ran twice as
-//! fast (docs/models-nsfw.md). MiniLM's batches of 32 texts do split over two threads (1.9
-//! times as fast), but under load the text batcher runs two batches at once, one per core.
+//! (bounded by the [`Inference`](super::Inference) slots); the multilingual encoder's runs use
+//! the same pools. One open_nsfw image on two threads of a shared pool ran no faster than on
+//! one, while two images on two pools of one thread ran twice as fast (docs/models-nsfw.md).
+//! MiniLM's batches of 32 texts do split over two threads (1.9 times as fast), but under load
+//! the text batcher runs two batches at once, one per core.
 
 use std::{
     path::Path,
