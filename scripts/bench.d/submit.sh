@@ -104,8 +104,8 @@ api_rss_mb=$(( $(peak_rss_kb "$API") / 1024 ))
 # The same row shape, inserted directly at the same concurrency.
 read -r ACCOUNT KEY_ID < <(psql "$DB" -qAtF' ' -c "SELECT account_id, id FROM api_keys LIMIT 1")
 cat > "$WORK/insert.sql" <<SQL
-INSERT INTO jobs (id, account_id, api_key_id, type, content, enqueued_at)
-VALUES (uuid_v7(), '$ACCOUNT', '$KEY_ID', 'text', 'Is this a friendly message about the weather today?', now());
+INSERT INTO jobs (id, account_id, api_key_id, type, content)
+VALUES (uuid_v7(), '$ACCOUNT', '$KEY_ID', 'text', 'Is this a friendly message about the weather today?');
 SQL
 log "pgbench: $CONNECTIONS clients, ${DURATION}s"
 pgbench -n -c "$CONNECTIONS" -j 2 -T "$DURATION" -f "$WORK/insert.sql" "$DB" > "$WORK/pgbench.out" 2>&1

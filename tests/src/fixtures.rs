@@ -118,8 +118,8 @@ impl JobRow {
         self
     }
 
-    /// Inserts the row (making its month's partition when it is in the past) and counts it in
-    /// the account's usage, as a submission does.
+    /// Inserts the row (making its month's partition when it is in the past), with its row of
+    /// `open_jobs` while queued, and counts it in the account's usage, as a submission does.
     pub async fn insert(&self, pool: &Pool) {
         ensure_partitions(pool, self.created_at).await;
         let client = pool.get().await.expect("connect");
@@ -149,6 +149,16 @@ impl JobRow {
             )
             .await
             .expect("insert fixture job");
+        // An open job has its row of `open_jobs`, never enqueued (the relay's to enqueue).
+        client
+            .execute(
+                "INSERT INTO open_jobs (job_id, account_id, type, created_at)
+                 SELECT id, account_id, type, created_at FROM jobs
+                 WHERE id = $1 AND status = 'queued'",
+                &[&self.id],
+            )
+            .await
+            .expect("insert fixture job's open row");
         client
             .execute(
                 "WITH m AS (INSERT INTO usage_minutes (account_id, minute, type, count)

@@ -107,6 +107,21 @@ pub async fn index_scans(client: &Object, table: &str) -> std::collections::BTre
         .collect()
 }
 
+/// The rows of `table` (a partition, say) updated so far, and of them those updated HOT (a new
+/// version on the row's own page, no index entry written), after this connection's own pending
+/// counts are flushed (as for [`partition_reads`]).
+pub async fn row_updates(client: &Object, table: &str) -> (i64, i64) {
+    flush_own_statistics(client).await;
+    let row = client
+        .query_one(
+            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = $1",
+            &[&table],
+        )
+        .await
+        .expect("read the table's statistics");
+    (row.get(0), row.get(1))
+}
+
 /// The indexes scanned between two readings of [`index_scans`], by name.
 pub fn scanned_between(
     before: &std::collections::BTreeMap<String, i64>,

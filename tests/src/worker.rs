@@ -223,8 +223,9 @@ pub fn queue(redis: &RedisSettings) -> JobQueue {
     JobQueue::new(RedisConn::new(redis).expect("redis settings"))
 }
 
-/// Inserts `count` queued jobs of `modality` for a new account in one statement; their
-/// `enqueued_at` is now when `enqueued`, else NULL (as after a failed enqueue).
+/// Inserts `count` queued jobs of `modality` for a new account in one statement, with their
+/// rows of `open_jobs`, whose `enqueued_at` is now when `enqueued`, else NULL (as after a
+/// failed enqueue).
 pub async fn insert_jobs(
     app: &TestApp,
     modality: Modality,
@@ -235,11 +236,14 @@ pub async fn insert_jobs(
     let client = app.db.pool.get().await.expect("connect");
     let rows = client
         .query(
-            "INSERT INTO jobs (id, account_id, type, content, enqueued_at)
-             SELECT uuid_v7(), $1, $2, 'queued by a test',
-                    CASE WHEN $4 THEN now() END
-             FROM generate_series(1, $3::bigint)
-             RETURNING id",
+            "WITH stored AS (
+                 INSERT INTO jobs (id, account_id, type, content)
+                 SELECT uuid_v7(), $1, $2, 'queued by a test'
+                 FROM generate_series(1, $3::bigint)
+                 RETURNING id, account_id, type, created_at)
+             INSERT INTO open_jobs (job_id, account_id, type, created_at, enqueued_at)
+             SELECT id, account_id, type, created_at, CASE WHEN $4 THEN now() END FROM stored
+             RETURNING job_id",
             &[&account.0, &modality.as_str(), &count, &enqueued],
         )
         .await

@@ -2,8 +2,10 @@
 //! lease ran out (its worker is gone, and Redis may have lost its queue entry with it) is
 //! rescued: put back to `queued`, or ended when it has had all its tries.
 //!
-//! A claim ([`super::jobs::claim_many`]) writes the first lease; [`renew`] extends it;
-//! [`take_expired`] finds and locks the expired ones for the rescuer.
+//! A lease is kept in the job's row of `open_jobs`, not in `jobs`, so a renewal writes nothing
+//! to `jobs` and its other updates stay HOT (V021). A claim ([`super::jobs::claim_many`])
+//! writes the first lease; [`renew`] extends it; [`take_expired`] finds and locks the expired
+//! ones for the rescuer.
 
 use std::time::Duration;
 
@@ -24,10 +26,10 @@ pub async fn renew(
     let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
     Ok(client
         .execute_typed(
-            "UPDATE jobs SET locked_until = now() + $3 * interval '1 millisecond'
+            "UPDATE open_jobs SET locked_until = now() + $3 * interval '1 millisecond'
              FROM unnest($1::uuid[], $2::uuid[]) AS h(id, token)
-             WHERE jobs.id = h.id AND jobs.claim_token = h.token
-               AND jobs.status = 'processing'",
+             WHERE open_jobs.job_id = h.id AND open_jobs.claim_token = h.token
+               AND open_jobs.status = 'processing'",
             &[
                 (&ids, Type::UUID_ARRAY),
                 (&tokens, Type::UUID_ARRAY),
@@ -52,8 +54,8 @@ pub struct Expired {
 /// another rescuer has locked. Each try a worker took counted when it claimed; a job with
 /// fewer than `max_tries` goes back to `queued` (stage `queued`, no claimant, never enqueued),
 /// the others are answered as exhausted. Run it in a transaction: the exhausted jobs stay
-/// locked until it ends. Jobs claimed before leases existed have none; they count as expired
-/// an hour after their last change.
+/// locked until it ends (their rows of `jobs` and of `open_jobs`, which every statement that
+/// waits for both locks in that order: a finish, a claim, a requeue).
 pub async fn take_expired(
     client: &impl BatchClient,
     modality: Modality,
@@ -62,12 +64,11 @@ pub async fn take_expired(
 ) -> Result<Expired, DbError> {
     let rows = client
         .query_typed(
-            "SELECT id, attempts FROM jobs
-             WHERE status = 'processing' AND type = $1
-               AND coalesce(locked_until, updated_at + interval '1 hour') < now()
-             ORDER BY locked_until NULLS FIRST
+            "SELECT o.job_id AS id, j.attempts FROM open_jobs o JOIN jobs j ON j.id = o.job_id
+             WHERE o.status = 'processing' AND o.type = $1 AND o.locked_until < now()
+             ORDER BY o.locked_until
              LIMIT $2
-             FOR UPDATE SKIP LOCKED",
+             FOR UPDATE OF j, o SKIP LOCKED",
             &[(&modality.as_str(), Type::TEXT), (&limit, Type::INT8)],
         )
         .await?;
@@ -84,9 +85,13 @@ pub async fn take_expired(
         let ids: Vec<uuid::Uuid> = expired.requeued.iter().map(|id| id.0).collect();
         client
             .execute_typed(
-                "UPDATE jobs SET status = 'queued', stage = 'queued', enqueued_at = NULL,
-                                 claim_token = NULL, locked_until = NULL, updated_at = now()
-                 WHERE id = ANY($1)",
+                "WITH requeued AS (
+                     UPDATE jobs SET status = 'queued', stage = 'queued', claim_token = NULL,
+                                     updated_at = now()
+                     WHERE id = ANY($1))
+                 UPDATE open_jobs SET status = 'queued', enqueued_at = NULL, claim_token = NULL,
+                                      locked_until = NULL
+                 WHERE job_id = ANY($1)",
                 &[(&ids, Type::UUID_ARRAY)],
             )
             .await?;

@@ -137,8 +137,9 @@ pub struct NewJob {
 /// two batches of one account rarely wait for each other's commit (usage reads sum them).
 const USAGE_SHARDS: i16 = 16;
 
-/// Inserts queued jobs in one statement, each marked as enqueued now (the caller enqueues
-/// next and calls [`mark_not_enqueued`] for those whose enqueue failed), with their usage
+/// Inserts queued jobs in one statement, each with its row of `open_jobs` marked as enqueued
+/// now (the caller enqueues next and calls [`mark_not_enqueued`] for those whose enqueue
+/// failed), with their usage
 /// counts (`usage_minutes`, `usage_days`) and idempotency keys. Answers, per job in order,
 /// whether it was stored.
 ///
@@ -197,10 +198,13 @@ pub async fn insert_many(client: &impl BatchClient, jobs: &[NewJob]) -> Result<V
              {keyed} \
              stored AS ( \
                  INSERT INTO jobs (id, account_id, api_key_id, type, content, messages, \
-                                   webhook_url, enqueued_at) \
-                 SELECT id, account_id, api_key_id, type, content, messages, webhook_url, now() \
+                                   webhook_url) \
+                 SELECT id, account_id, api_key_id, type, content, messages, webhook_url \
                  FROM input {stored_only} \
                  RETURNING id, account_id, type, created_at), \
+             opened AS ( \
+                 INSERT INTO open_jobs (job_id, account_id, type, created_at, enqueued_at) \
+                 SELECT id, account_id, type, created_at, now() FROM stored), \
              minutes AS ( \
                  INSERT INTO usage_minutes (account_id, minute, type, shard, count) \
                  SELECT account_id, date_trunc('minute', created_at), type, $10, count(*) \
@@ -241,7 +245,7 @@ pub async fn mark_not_enqueued(client: &impl GenericClient, ids: &[JobId]) -> Re
     let ids: Vec<uuid::Uuid> = ids.iter().map(|id| id.0).collect();
     let stmt = client
         .prepare_cached(
-            "UPDATE jobs SET enqueued_at = NULL WHERE id = ANY($1) AND status = 'queued'",
+            "UPDATE open_jobs SET enqueued_at = NULL WHERE job_id = ANY($1) AND status = 'queued'",
         )
         .await?;
     client.execute(&stmt, &[&ids]).await?;
@@ -270,6 +274,11 @@ pub async fn get(
 
 /// Jobs of `account` in `statuses` with ids from `floor` on, oldest first, after the position
 /// `after` (`created_at`, id), at most `limit`.
+///
+/// `jobs` has no index by status (its updates would not be HOT, see V021): open statuses alone
+/// (queued, processing: what a client polls for) are found in `open_jobs`, a few rows
+/// whatever the account's history; with an ended status the account's jobs are read in order
+/// (`jobs_account_created_idx`) and filtered.
 pub async fn list(
     client: &impl GenericClient,
     account: AccountId,
@@ -280,10 +289,21 @@ pub async fn list(
 ) -> Result<Vec<Job>, DbError> {
     let statuses: Vec<&str> = statuses.iter().map(|s| s.as_str()).collect();
     let (after_at, after_id) = after.map_or((None, None), |(at, id)| (Some(at), Some(id.0)));
+    let open_only = statuses
+        .iter()
+        .all(|s| [JobStatus::Queued.as_str(), JobStatus::Processing.as_str()].contains(s));
+    let ids = if open_only {
+        "id IN (SELECT job_id FROM open_jobs \
+                WHERE account_id = $1 AND status = ANY($2) AND job_id >= $6 \
+                  AND ($3::timestamptz IS NULL OR (created_at, job_id) > ($3, $4::uuid)) \
+                ORDER BY created_at, job_id LIMIT $5)"
+    } else {
+        "true"
+    };
     let stmt = client
         .prepare_cached(&format!(
             "SELECT {COLUMNS} FROM jobs \
-             WHERE account_id = $1 AND status = ANY($2) AND id >= $6 \
+             WHERE account_id = $1 AND status = ANY($2) AND id >= $6 AND {ids} \
                AND ($3::timestamptz IS NULL OR (created_at, id) > ($3, $4::uuid)) \
              ORDER BY created_at, id LIMIT $5"
         ))
@@ -318,9 +338,9 @@ pub type Position = (OffsetDateTime, JobId);
 /// Jobs of `account` matching `search`, newest first, after `after`, at most `limit`.
 ///
 /// Only the filters given reach the statement, so each page is read in order from an index
-/// and stops after `limit` rows: `jobs_account_status_idx` with a status,
-/// `jobs_account_type_created_idx` with a type alone, `jobs_account_created_idx` (backwards)
-/// without either; a date filter narrows that scan.
+/// and stops after `limit` rows: `jobs_account_type_created_idx` with a type,
+/// `jobs_account_created_idx` (backwards) without; a date filter narrows that scan, and a
+/// status filters it (`jobs` has no index by status, see V021).
 /// [`search_plan`] shows the plan.
 pub async fn search(
     client: &impl GenericClient,
@@ -369,6 +389,13 @@ impl SearchPage {
         };
         if let Some(status) = search.status {
             add(Box::new(status.as_str()), "status = ?");
+            if matches!(status, JobStatus::Queued | JobStatus::Processing) {
+                // The open jobs are few, and `open_jobs` holds them.
+                add(
+                    Box::new(status.as_str()),
+                    "id IN (SELECT job_id FROM open_jobs WHERE account_id = $1 AND status = ?)",
+                );
+            }
         }
         if let Some(kind) = &search.kind {
             add(Box::new(kind.clone()), "type = ?");
@@ -465,7 +492,7 @@ pub struct JobResult {
 /// at all. One answer per result, in order (see [`Finish`]): a job run twice completes once,
 /// also when both runs are in one call, and a decision taken under a settings stamp the
 /// account no longer has is refused, so every job completed after a settings change commits
-/// is decided by the new settings.
+/// is decided by the new settings. An ended job leaves `open_jobs`.
 pub async fn finish_many(
     client: &impl BatchClient,
     results: &[JobResult],
@@ -484,7 +511,8 @@ pub async fn finish_many(
     let rows = client
         .query_typed(
             &format!(
-            "UPDATE \"{table}\" AS jobs SET status = r.status, stage = r.stage, is_prohibited = r.prohibited, \
+            "WITH ended AS ( \
+             UPDATE \"{table}\" AS jobs SET status = r.status, stage = r.stage, is_prohibited = r.prohibited, \
                     reason = r.reason, categories = r.categories, scores = r.scores, \
                     nsfw_checked = r.nsfw, error_code = r.code, error_message = r.message, \
                     claim_token = r.token, policy_version = r.policy_version, \
@@ -492,7 +520,7 @@ pub async fn finish_many(
                     review_state = CASE WHEN r.review <> '' THEN 'pending' END, \
                     review_reasons = CASE WHEN r.review <> '' \
                                           THEN string_to_array(r.review, ',') END, \
-                    locked_until = NULL, completed_at = now(), updated_at = now() \
+                    completed_at = now(), updated_at = now() \
              FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bool[], $5::text[], \
                          $6::jsonb[], $7::bool[], $8::text[], $9::text[], $10::uuid[], \
                          $11::jsonb[], $12::int8[], $13::int4[], $14::jsonb[], $15::text[], \
@@ -504,11 +532,14 @@ pub async fn finish_many(
              WHERE jobs.id = r.id AND jobs.id = ANY($1) \
                AND jobs.status NOT IN ('completed', 'failed') \
                AND a.id = jobs.account_id AND (r.stamp IS NULL OR a.settings_stamp = r.stamp) \
-             RETURNING r.ord, jobs.account_id, jobs.type, jobs.created_at, jobs.completed_at, \
+             RETURNING r.ord, jobs.id, jobs.account_id, jobs.type, jobs.created_at, \
+                       jobs.completed_at, \
                        coalesce(jobs.webhook_url, \
                                 (SELECT url FROM webhook_endpoints e \
                                  WHERE e.account_id = jobs.account_id)) AS target, \
-                       jobs.webhook_url IS NULL AS to_account"
+                       jobs.webhook_url IS NULL AS to_account), \
+             closed AS (DELETE FROM open_jobs USING ended WHERE open_jobs.job_id = ended.id) \
+             SELECT * FROM ended"
             ),
             &[
                 (&columns.ids, Type::UUID_ARRAY),
@@ -909,12 +940,12 @@ pub async fn claim_many(
 /// The claim's statement on `table` (`jobs` or one of its partitions).
 fn claim_sql(table: &str) -> String {
     format!(
-        "UPDATE \"{table}\" AS jobs SET status = 'processing', stage = r.stage,
+        "WITH claimed AS (
+         UPDATE \"{table}\" AS jobs SET status = 'processing', stage = r.stage,
                              attempts = CASE WHEN jobs.status = 'processing'
                                               AND jobs.claim_token = r.token
                                              THEN attempts ELSE attempts + 1 END,
                              claim_token = r.token,
-                             locked_until = now() + $6 * interval '1 millisecond',
                              updated_at = now()
              FROM unnest($2::uuid[], $3::bool[], $4::text[], $5::uuid[])
                       WITH ORDINALITY AS r(id, redelivery, stage, token, ord),
@@ -934,8 +965,15 @@ fn claim_sql(table: &str) -> String {
                                               OR (jobs.attempts < $1 AND r.redelivery)
                        ELSE false
                    END
-             RETURNING r.ord, jobs.account_id, jobs.content, jobs.messages, jobs.attempts,
-                       a.nsfw_check, a.settings_stamp"
+             RETURNING r.ord, jobs.id, r.token, jobs.account_id, jobs.content, jobs.messages,
+                       jobs.attempts, a.nsfw_check, a.settings_stamp),
+         -- The lease, beside the job's row: no index of `jobs` holds what a claim changes,
+         -- so the update above is HOT (V021).
+         leased AS (
+             UPDATE open_jobs SET status = 'processing', claim_token = claimed.token,
+                                  locked_until = now() + $6 * interval '1 millisecond'
+             FROM claimed WHERE open_jobs.job_id = claimed.id)
+         SELECT * FROM claimed"
     )
 }
 
@@ -1145,9 +1183,13 @@ pub async fn requeue(
 ) -> Result<bool, DbError> {
     let stmt = client
         .prepare_cached(
-            "UPDATE jobs SET status = 'queued', stage = 'queued', enqueued_at = now(),
-                             claim_token = NULL, locked_until = NULL, updated_at = now()
-             WHERE id = $1 AND status = 'processing' AND claim_token = $2",
+            "WITH requeued AS (
+                 UPDATE jobs SET status = 'queued', stage = 'queued', claim_token = NULL,
+                                 updated_at = now()
+                 WHERE id = $1 AND status = 'processing' AND claim_token = $2 RETURNING id)
+             UPDATE open_jobs SET status = 'queued', enqueued_at = now(), claim_token = NULL,
+                                  locked_until = NULL
+             FROM requeued WHERE open_jobs.job_id = requeued.id",
         )
         .await?;
     Ok(client.execute(&stmt, &[&id.0, &token.0]).await? == 1)

@@ -163,7 +163,8 @@ pub fn expired(
 
 /// Detaches `partition` from its table without stopping reads or writes
 /// (`DETACH PARTITION ... CONCURRENTLY`: it takes no lock that conflicts with them) and drops
-/// it. Run it on a connection outside a transaction.
+/// it, with the rows of `open_jobs` of a dropped partition of `jobs` (jobs that never ended).
+/// Run it on a connection outside a transaction.
 pub async fn drop(client: &tokio_postgres::Client, partition: &Partition) -> Result<(), DbError> {
     let detach = format!(
         "ALTER TABLE \"{}\" DETACH PARTITION \"{}\" CONCURRENTLY",
@@ -187,6 +188,17 @@ pub async fn drop(client: &tokio_postgres::Client, partition: &Partition) -> Res
     client
         .batch_execute(&format!("DROP TABLE \"{}\"", partition.name))
         .await?;
+    if partition.table == "jobs" {
+        client
+            .execute(
+                "DELETE FROM open_jobs WHERE job_id >= $1 AND job_id < $2",
+                &[
+                    &crate::domain::id_floor(partition.from),
+                    &crate::domain::id_floor(partition.to),
+                ],
+            )
+            .await?;
+    }
     Ok(())
 }
 

@@ -6,9 +6,10 @@
 //! enqueued, so the same round enqueues it; one out of tries fails with `INTERNAL`. Rows are
 //! taken with `FOR UPDATE SKIP LOCKED`, so rescuers of several processes never collide.
 //!
-//! A queued job is missing when the api's enqueue failed (`enqueued_at` is NULL) or when its
-//! entry is not in the stream: the entry id recorded for it is unknown, or names an entry the
-//! stream no longer holds (Redis lost it, or the stream went while the hash survived). Each
+//! A queued job is missing when the api's enqueue failed (its row of `open_jobs` has no
+//! `enqueued_at`) or when its entry is not in the stream: the entry id recorded for it is
+//! unknown, or names an entry the stream no longer holds (Redis lost it, or the stream went
+//! while the hash survived). Each
 //! round, per modality, one process (a short Redis lock) enqueues every never-enqueued job
 //! older than the grace time, then checks up to [`SCAN_LIMIT`] enqueued ones against the stream
 //! (a script looks each entry up, a thousand jobs per call), continuing where the previous
@@ -193,8 +194,8 @@ impl Relay {
         // missing. Marking them first means a failed enqueue is retried by a later round.
         let stmt = client
             .prepare_cached(
-                "UPDATE jobs SET enqueued_at = now()
-                 WHERE id = ANY($1) AND status = 'queued' RETURNING id",
+                "UPDATE open_jobs SET enqueued_at = now()
+                 WHERE job_id = ANY($1) AND status = 'queued' RETURNING job_id",
             )
             .await?;
         let missing: Vec<JobId> = client
@@ -217,7 +218,7 @@ impl Relay {
     ) -> Result<Vec<JobId>, RelayError> {
         let stmt = client
             .prepare_cached(
-                "SELECT id FROM jobs
+                "SELECT job_id FROM open_jobs
                  WHERE status = 'queued' AND enqueued_at IS NULL AND created_at < $1 AND type = $2
                  ORDER BY enqueued_at NULLS FIRST, created_at LIMIT $3",
             )
@@ -247,10 +248,10 @@ impl Relay {
             ));
         let stmt = client
             .prepare_cached(
-                "SELECT id, enqueued_at, created_at FROM jobs
+                "SELECT job_id, enqueued_at, created_at FROM open_jobs
                  WHERE status = 'queued' AND enqueued_at IS NOT NULL AND enqueued_at < $1
-                   AND type = $2 AND (enqueued_at, created_at, id) > ($3, $4, $5)
-                 ORDER BY enqueued_at, created_at, id LIMIT $6",
+                   AND type = $2 AND (enqueued_at, created_at, job_id) > ($3, $4, $5)
+                 ORDER BY enqueued_at, created_at, job_id LIMIT $6",
             )
             .await?;
         let params: [&(dyn ToSql + Sync); 6] = [

@@ -45,7 +45,8 @@ async fn job_row(app: &TestApp, job: JobId) -> JobRow {
     let client = app.db.pool.get().await.unwrap();
     let row = client
         .query_one(
-            "SELECT status, attempts, error_code, locked_until FROM jobs WHERE id = $1",
+            "SELECT j.status, j.attempts, j.error_code, o.locked_until
+             FROM jobs j LEFT JOIN open_jobs o ON o.job_id = j.id WHERE j.id = $1",
             &[&job.0],
         )
         .await

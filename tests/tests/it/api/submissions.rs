@@ -13,7 +13,9 @@ async fn stored(app: &TestApp, id: uuid::Uuid) -> tokio_postgres::Row {
     let client = app.db.pool.get().await.unwrap();
     client
         .query_one(
-            "SELECT type, status, content, messages, webhook_url, api_key_id, enqueued_at IS NOT NULL AS enqueued FROM jobs WHERE id = $1",
+            "SELECT j.type, j.status, j.content, j.messages, j.webhook_url, j.api_key_id, \
+                    o.enqueued_at IS NOT NULL AS enqueued, o.status AS open_status \
+             FROM jobs j LEFT JOIN open_jobs o ON o.job_id = j.id WHERE j.id = $1",
             &[&id],
         )
         .await
@@ -42,6 +44,7 @@ async fn a_prompt_is_persisted_enqueued_and_answered_202_queued() {
         Some(key.key_id)
     );
     assert!(row.get::<_, bool>("enqueued"));
+    assert_eq!(row.get::<_, Option<&str>>("open_status"), Some("queued"));
     assert_eq!(app.stream_len(Modality::Text).await, 1);
 }
 
@@ -482,6 +485,7 @@ async fn a_submission_during_a_redis_outage_keeps_the_job_and_answers_503_with_i
     let id: uuid::Uuid = body["job_id"].as_str().unwrap().parse().unwrap();
     let row = stored(&app, id).await;
     assert_eq!(row.get::<_, &str>("status"), "queued");
+    assert_eq!(row.get::<_, Option<&str>>("open_status"), Some("queued"));
     assert!(!row.get::<_, bool>("enqueued"), "marked for the relay");
 }
 

@@ -9,6 +9,7 @@ use moderation_shared::{
     db::{
         deliveries::{self, Lane},
         job_reports,
+        job_leases,
         jobs::{self, ClaimRequest, JobResult, NewJob},
     },
     domain::{AccountId, ClaimToken, FailureCode, JobId, JobStage, JobStatus, Modality},
@@ -16,8 +17,10 @@ use moderation_shared::{
 };
 use moderation_tests::{
     fixtures::{ensure_partitions, JobRow},
-    plans::{index_scans, partition_reads, read_between, scanned_between},
-    spawn_app, TestApp,
+    plans::{index_scans, partition_reads, read_between, row_updates, scanned_between},
+    spawn_app,
+    worker::insert_jobs,
+    TestApp,
 };
 use time::{Duration, OffsetDateTime};
 use uuid::Uuid;
@@ -327,13 +330,18 @@ async fn the_workers_claim_and_finish_read_jobs_by_id_while_statistics_lag_behin
         async move {
             client
                 .execute(
-                    "INSERT INTO jobs (id, account_id, type, content, status, stage, \
-                                       is_prohibited, completed_at, enqueued_at) \
-                     SELECT uuid_v7(), $1, 'text', 'lagging', $2, \
-                            CASE WHEN $2 = 'queued' THEN 'queued' ELSE 'done' END, \
-                            CASE WHEN $2 = 'queued' THEN NULL ELSE false END, \
-                            CASE WHEN $2 = 'queued' THEN NULL ELSE now() END, now() \
-                     FROM generate_series(1, $3::int8)",
+                    "WITH j AS ( \
+                         INSERT INTO jobs (id, account_id, type, content, status, stage, \
+                                           is_prohibited, completed_at) \
+                         SELECT uuid_v7(), $1, 'text', 'lagging', $2, \
+                                CASE WHEN $2 = 'queued' THEN 'queued' ELSE 'done' END, \
+                                CASE WHEN $2 = 'queued' THEN NULL ELSE false END, \
+                                CASE WHEN $2 = 'queued' THEN NULL ELSE now() END \
+                         FROM generate_series(1, $3::int8) \
+                         RETURNING id, account_id, type, created_at, status) \
+                     INSERT INTO open_jobs (job_id, account_id, type, created_at, enqueued_at) \
+                     SELECT id, account_id, type, created_at, now() FROM j \
+                     WHERE status = 'queued'",
                     &[&account.0, &status, &count],
                 )
                 .await
@@ -378,13 +386,87 @@ async fn the_workers_claim_and_finish_read_jobs_by_id_while_statistics_lag_behin
         "{claims:?}"
     );
     assert_eq!(finished.len(), 20);
-    // Each statement looks its jobs up by the primary key; an index of queued or processing
-    // jobs read here would be read whole (every job in the queue) on every call.
+    // Each statement looks its jobs up by the primary key, whatever the statistics say.
     assert_eq!(
         scanned_between(&before, &after),
         [format!("{current}_pkey")],
         "{before:?} -> {after:?}"
     );
+}
+
+#[tokio::test]
+async fn every_update_of_a_job_by_the_worker_and_the_rescuer_is_hot() {
+    let app = spawn_app().await;
+    let jobs_ids = insert_jobs(&app, Modality::Text, 2, true).await;
+    let (first, second) = (jobs_ids[0], jobs_ids[1]);
+    let mut client = app.db.pool.get().await.unwrap();
+    let current = partition("jobs", clock::now());
+    let before = row_updates(&client, &current).await;
+    let lease = StdDuration::from_secs(60);
+    let token = ClaimToken::new();
+
+    // The first job: claimed, its lease renewed, moved on a stage, ended.
+    let raw: &tokio_postgres::Client = &client;
+    let claims = jobs::claim_many(raw, &first_claims(&[first, second], token), 3, lease)
+        .await
+        .unwrap();
+    assert!(claims.iter().all(|c| matches!(c, jobs::Claim::Claimed(_))));
+    assert_eq!(
+        job_leases::renew(raw, &[(first, token)], lease).await.unwrap(),
+        1
+    );
+    jobs::set_stage(raw, first, JobStage::Fetching).await.unwrap();
+    let finished = jobs::finish_many(raw, &failures(&[first], token))
+        .await
+        .unwrap();
+    assert!(matches!(finished[..], [jobs::Finish::Done(_)]));
+    // The second: given back after a transient failure, claimed again on a lease that runs
+    // out at once, and rescued.
+    assert!(jobs::requeue(raw, second, token).await.unwrap());
+    let again = ClaimToken::new();
+    jobs::claim_many(
+        raw,
+        &first_claims(&[second], again),
+        3,
+        StdDuration::from_millis(1),
+    )
+    .await
+    .unwrap();
+    let deadline = std::time::Instant::now() + StdDuration::from_secs(10);
+    let rescued = loop {
+        let tx = client.transaction().await.unwrap();
+        let expired = job_leases::take_expired(&*tx, Modality::Text, 10, 3)
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        if !expired.requeued.is_empty() {
+            break expired.requeued;
+        }
+        assert!(std::time::Instant::now() < deadline, "never rescued");
+        tokio::time::sleep(StdDuration::from_millis(20)).await;
+    };
+    assert_eq!(rescued, [second]);
+
+    // Six updates of the jobs' rows (two claims and a stage and an end, a requeue, a rescue:
+    // the renewal writes only `open_jobs`), each on the row's own page.
+    let after = row_updates(&client, &current).await;
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1),
+        (6, 6),
+        "(updates, of them HOT) before {before:?}, after {after:?}"
+    );
+    let open: Vec<(Uuid, String, bool)> = client
+        .query(
+            "SELECT job_id, status, enqueued_at IS NULL FROM open_jobs ORDER BY job_id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1), row.get(2)))
+        .collect();
+    // The ended job left `open_jobs`; the rescued one is queued, for the relay to enqueue.
+    assert_eq!(open, [(second.0, "queued".to_owned(), true)]);
 }
 
 #[tokio::test]
@@ -404,9 +486,13 @@ async fn a_generic_plan_of_the_claim_made_while_the_month_was_small_reads_by_id_
         async move {
             client
                 .query(
-                    "INSERT INTO jobs (id, account_id, type, content, enqueued_at) \
-                     SELECT uuid_v7(), $1, 'text', 'month start', now() \
-                     FROM generate_series(1, $2::int8) RETURNING id",
+                    "WITH j AS ( \
+                         INSERT INTO jobs (id, account_id, type, content) \
+                         SELECT uuid_v7(), $1, 'text', 'month start' \
+                         FROM generate_series(1, $2::int8) \
+                         RETURNING id, account_id, type, created_at) \
+                     INSERT INTO open_jobs (job_id, account_id, type, created_at, enqueued_at) \
+                     SELECT id, account_id, type, created_at, now() FROM j RETURNING job_id",
                     &[&account.0, &count],
                 )
                 .await

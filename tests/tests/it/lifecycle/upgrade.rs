@@ -1,5 +1,6 @@
 //! The upgrade to V017 on a database holding rows: every row moves into its month's partition
-//! unchanged, idempotency keys and usage counts move out, and the service reads them back.
+//! unchanged, idempotency keys and usage counts move out, and the service reads them back. The
+//! upgrade to V021: the open jobs' queue state moves to `open_jobs`.
 
 use moderation_shared::{
     db::{self, jobs},
@@ -145,4 +146,126 @@ async fn upgrading_a_database_with_rows_moves_each_into_its_month_partition_unch
         .unwrap()
         .unwrap();
     assert_eq!(read.id, JobId(any));
+}
+
+#[tokio::test]
+async fn upgrading_to_v021_moves_the_open_jobs_queue_state_to_open_jobs() {
+    let db = TestDatabase::create_at(Some(20)).await;
+    let client = db.pool.get().await.unwrap();
+    let account = Uuid::now_v7();
+    client
+        .execute(
+            "INSERT INTO accounts (id, name) VALUES ($1, 'upgraded')",
+            &[&account],
+        )
+        .await
+        .unwrap();
+    // Queued (never enqueued, and enqueued), processing (with a lease, and claimed before
+    // leases existed), and ended.
+    let made: Vec<(Uuid, String)> = client
+        .query(
+            "INSERT INTO jobs (id, account_id, type, status, stage, content, enqueued_at, \
+                               claim_token, locked_until, updated_at, completed_at, \
+                               is_prohibited) \
+             SELECT uuid_v7(), $1, 'text', s.status, \
+                    CASE s.status WHEN 'queued' THEN 'queued' WHEN 'processing' THEN 'classifying' \
+                                  ELSE 'done' END, \
+                    s.name, s.enqueued, s.token, \
+                    s.lease, timestamptz '2026-01-01 00:00:00+00', s.ended, \
+                    CASE WHEN s.status = 'completed' THEN false END \
+             FROM (VALUES ('never enqueued', 'queued', NULL::timestamptz, NULL::uuid, \
+                           NULL::timestamptz, NULL::timestamptz), \
+                          ('enqueued', 'queued', timestamptz '2026-01-01 00:00:01+00', NULL, \
+                           NULL, NULL), \
+                          ('leased', 'processing', timestamptz '2026-01-01 00:00:01+00', \
+                           gen_random_uuid(), timestamptz '2030-01-01 00:00:00+00', NULL), \
+                          ('before leases', 'processing', NULL, gen_random_uuid(), NULL, NULL), \
+                          ('ended', 'completed', NULL, gen_random_uuid(), NULL, now())) \
+                  AS s(name, status, enqueued, token, lease, ended) \
+             RETURNING id, content",
+            &[&account],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    let id_of = |name: &str| made.iter().find(|(_, n)| n == name).unwrap().0;
+    drop(client);
+
+    let applied = db::migrate(&db.pool).await.unwrap();
+    assert!(applied.contains(&21), "{applied:?}");
+
+    let client = db.pool.get().await.unwrap();
+    let open: Vec<(Uuid, String, Option<String>, Option<String>, bool)> = client
+        .query(
+            "SELECT o.job_id, o.status, \
+                    to_char(o.enqueued_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'), \
+                    to_char(o.locked_until AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'), \
+                    o.claim_token IS NOT DISTINCT FROM j.claim_token \
+             FROM open_jobs o JOIN jobs j ON j.id = o.job_id ORDER BY j.content",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4)))
+        .collect();
+    let utc = |at: &str| Some(at.to_owned());
+    assert_eq!(
+        open,
+        [
+            (
+                id_of("before leases"),
+                "processing".to_owned(),
+                None,
+                utc("2026-01-01 01:00:00"),
+                true
+            ),
+            (
+                id_of("enqueued"),
+                "queued".to_owned(),
+                utc("2026-01-01 00:00:01"),
+                None,
+                true
+            ),
+            (
+                id_of("leased"),
+                "processing".to_owned(),
+                utc("2026-01-01 00:00:01"),
+                utc("2030-01-01 00:00:00"),
+                true
+            ),
+            (id_of("never enqueued"), "queued".to_owned(), None, None, true),
+        ]
+    );
+
+    // Every partition of `jobs`, and one made after the upgrade, leaves room on its pages
+    // for the updates of its rows.
+    client
+        .execute(
+            "SELECT make_month_partition('jobs', now() + interval '6 months')",
+            &[],
+        )
+        .await
+        .unwrap();
+    let partitions: Vec<(String, Option<Vec<String>>)> = client
+        .query(
+            "SELECT c.relname::text, c.reloptions FROM pg_inherits i \
+             JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'jobs'::regclass",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    assert!(partitions.len() >= 4, "{partitions:?}");
+    for (name, options) in &partitions {
+        assert_eq!(
+            options.as_deref(),
+            Some(&["fillfactor=70".to_owned()][..]),
+            "{name}"
+        );
+    }
 }

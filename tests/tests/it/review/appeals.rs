@@ -161,14 +161,14 @@ async fn refused_appeals_change_nothing() {
     let client = fleet.app.db.pool.get().await.unwrap();
     let in_progress = uuid::Uuid::now_v7();
     let failed = uuid::Uuid::now_v7();
-    // Not completed, and left so however slow the machine: a job in progress whose lease
-    // runs for an hour (a queued one is relayed to the fleet's worker once the relay's grace
-    // passes, and could complete before the appeal is tried).
+    // Not completed, and left so however slow the machine: a job in progress without a row
+    // of `open_jobs`, so neither the rescuer nor the relay touches it (a queued one is relayed
+    // to the fleet's worker once the relay's grace passes, and could complete before the
+    // appeal is tried).
     client
         .execute(
-            "INSERT INTO jobs (id, account_id, type, status, stage, content, claim_token, locked_until) \
-             VALUES ($1, $2, 'text', 'processing', 'classifying', 'x', gen_random_uuid(), \
-                     now() + interval '1 hour')",
+            "INSERT INTO jobs (id, account_id, type, status, stage, content, claim_token) \
+             VALUES ($1, $2, 'text', 'processing', 'classifying', 'x', gen_random_uuid())",
             &[&in_progress, &fleet.key.account.0],
         )
         .await
