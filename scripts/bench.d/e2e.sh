@@ -10,6 +10,8 @@
 #     half the saturated rate; p50/p99 of submit-to-completed (created_at to completed_at).
 #  3. Over both: the updates of `jobs` rows, and the share of them that were HOT (no index
 #     entry written; V021), from Postgres's statistics once every backend has flushed them.
+#  4. Unless PGBENCH=0: pgbench's TPC-B (scale 16, 16 clients, DURATION) on its own database of
+#     the same server, and the saturated rate over its transactions/s (issue 40, item 5).
 # Targets: >= 2,000 completed text jobs/s; p50 <= 50 ms below saturation.
 source "$(dirname "$0")/../lib.sh"
 command -v wrk >/dev/null || apt_install wrk
@@ -102,4 +104,16 @@ e2e below saturation: the submission's HTTP round trip p50 ${http_p50}, p99 ${ht
 e2e updates of jobs rows: ${updates}, HOT: ${hot} ($(( hot * 100 / (updates > 0 ? updates : 1) )) %)
 api peak RSS: $(( $(peak_rss_kb "$API") / 1024 )) MB, worker peak RSS: $(( $(peak_rss_kb "$WORKER") / 1024 )) MB
 OUT
+if [ "${PGBENCH:-1}" != 0 ]; then
+  kill "$API" "$WORKER" 2>/dev/null || true
+  wait "$API" "$WORKER" 2>/dev/null || true
+  log "pgbench TPC-B: scale 16, 16 clients, ${DURATION}s"
+  PGB_DB=$PG_BASE_URL/bench_pgbench
+  psql "$PG_BASE_URL/postgres" -qc "DROP DATABASE IF EXISTS bench_pgbench WITH (FORCE)" >/dev/null
+  psql "$PG_BASE_URL/postgres" -qc "CREATE DATABASE bench_pgbench" >/dev/null
+  pgbench -i -q -s 16 "$PGB_DB" >/dev/null 2>&1
+  tps=$(pgbench -n -c 16 -j 2 -T "$DURATION" "$PGB_DB" 2>&1 | sed -n 's/^tps = \([0-9.]*\).*/\1/p' | head -1)
+  psql "$PG_BASE_URL/postgres" -qc "DROP DATABASE bench_pgbench WITH (FORCE)" >/dev/null
+  echo "pgbench TPC-B (16 clients): ${tps} tps; e2e saturated / pgbench: $(python3 -c "print(round($sat_rate / $tps, 2))")"
+fi
 rm -rf "$WORK"

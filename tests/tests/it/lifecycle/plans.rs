@@ -8,8 +8,7 @@ use moderation_shared::{
     clock,
     db::{
         deliveries::{self, Lane},
-        job_reports,
-        job_leases,
+        job_leases, job_reports,
         jobs::{self, ClaimRequest, JobResult, NewJob},
     },
     domain::{AccountId, ClaimToken, FailureCode, JobId, JobStage, JobStatus, Modality},
@@ -412,17 +411,21 @@ async fn every_update_of_a_job_by_the_worker_and_the_rescuer_is_hot() {
         .unwrap();
     assert!(claims.iter().all(|c| matches!(c, jobs::Claim::Claimed(_))));
     assert_eq!(
-        job_leases::renew(raw, &[(first, token)], lease).await.unwrap(),
+        job_leases::renew(raw, &[(first, token)], lease)
+            .await
+            .unwrap(),
         1
     );
-    jobs::set_stage(raw, first, JobStage::Fetching).await.unwrap();
+    jobs::set_stage(&client, first, JobStage::Fetching)
+        .await
+        .unwrap();
     let finished = jobs::finish_many(raw, &failures(&[first], token))
         .await
         .unwrap();
     assert!(matches!(finished[..], [jobs::Finish::Done(_)]));
     // The second: given back after a transient failure, claimed again on a lease that runs
     // out at once, and rescued.
-    assert!(jobs::requeue(raw, second, token).await.unwrap());
+    assert!(jobs::requeue(&client, second, token).await.unwrap());
     let again = ClaimToken::new();
     jobs::claim_many(
         raw,
@@ -447,12 +450,12 @@ async fn every_update_of_a_job_by_the_worker_and_the_rescuer_is_hot() {
     };
     assert_eq!(rescued, [second]);
 
-    // Six updates of the jobs' rows (two claims and a stage and an end, a requeue, a rescue:
+    // Seven updates of the jobs' rows (three claims, a stage, an end, a requeue, a rescue:
     // the renewal writes only `open_jobs`), each on the row's own page.
     let after = row_updates(&client, &current).await;
     assert_eq!(
         (after.0 - before.0, after.1 - before.1),
-        (6, 6),
+        (7, 7),
         "(updates, of them HOT) before {before:?}, after {after:?}"
     );
     let open: Vec<(Uuid, String, bool)> = client

@@ -148,6 +148,10 @@ async fn upgrading_a_database_with_rows_moves_each_into_its_month_partition_unch
     assert_eq!(read.id, JobId(any));
 }
 
+/// A row of `open_jobs`: job, status, enqueued at and leased until (UTC, to the second), and
+/// whether its claim token is the job's.
+type OpenRow = (Uuid, String, Option<String>, Option<String>, bool);
+
 #[tokio::test]
 async fn upgrading_to_v021_moves_the_open_jobs_queue_state_to_open_jobs() {
     let db = TestDatabase::create_at(Some(20)).await;
@@ -197,7 +201,7 @@ async fn upgrading_to_v021_moves_the_open_jobs_queue_state_to_open_jobs() {
     assert!(applied.contains(&21), "{applied:?}");
 
     let client = db.pool.get().await.unwrap();
-    let open: Vec<(Uuid, String, Option<String>, Option<String>, bool)> = client
+    let open: Vec<OpenRow> = client
         .query(
             "SELECT o.job_id, o.status, \
                     to_char(o.enqueued_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'), \
@@ -236,7 +240,13 @@ async fn upgrading_to_v021_moves_the_open_jobs_queue_state_to_open_jobs() {
                 utc("2030-01-01 00:00:00"),
                 true
             ),
-            (id_of("never enqueued"), "queued".to_owned(), None, None, true),
+            (
+                id_of("never enqueued"),
+                "queued".to_owned(),
+                None,
+                None,
+                true
+            ),
         ]
     );
 
