@@ -339,8 +339,9 @@ pub type Position = (OffsetDateTime, JobId);
 ///
 /// Only the filters given reach the statement, so each page is read in order from an index
 /// and stops after `limit` rows: `jobs_account_type_created_idx` with a type,
-/// `jobs_account_created_idx` (backwards) without; a date filter narrows that scan, and a
-/// status filters it (`jobs` has no index by status, see V021).
+/// `jobs_account_created_idx` (backwards) without; a date filter narrows that scan, and an
+/// ended status filters it (`jobs` has no index by status, see V021). An open status is read
+/// from `open_jobs_account_idx` (backwards) instead, each job then by its id.
 /// [`search_plan`] shows the plan.
 pub async fn search(
     client: &impl GenericClient,
@@ -376,12 +377,15 @@ pub async fn search_plan(
 struct SearchPage {
     params: Vec<Box<dyn ToSql + Sync + Send>>,
     conditions: String,
+    /// Whether it asks for an open status (queued, processing).
+    open: bool,
 }
 
 impl SearchPage {
     fn new(account: AccountId, search: &Search, after: Option<Position>, limit: i64) -> Self {
         let mut params: Vec<Box<dyn ToSql + Sync + Send>> =
             vec![Box::new(account.0), Box::new(limit)];
+        // Each condition names the job's id `{id}`: `id` in `jobs`, `job_id` in `open_jobs`.
         let mut conditions = vec!["account_id = $1".to_owned()];
         let mut add = |param: Box<dyn ToSql + Sync + Send>, condition: &str| {
             params.push(param);
@@ -389,13 +393,6 @@ impl SearchPage {
         };
         if let Some(status) = search.status {
             add(Box::new(status.as_str()), "status = ?");
-            if matches!(status, JobStatus::Queued | JobStatus::Processing) {
-                // The open jobs are few, and `open_jobs` holds them.
-                add(
-                    Box::new(status.as_str()),
-                    "id IN (SELECT job_id FROM open_jobs WHERE account_id = $1 AND status = ?)",
-                );
-            }
         }
         if let Some(kind) = &search.kind {
             add(Box::new(kind.clone()), "type = ?");
@@ -406,7 +403,7 @@ impl SearchPage {
             .from
             .map(|from| crate::domain::id_floor(from - time::Duration::DAY))
             .map_or(search.floor, |from| from.max(search.floor));
-        add(Box::new(floor), "id >= ?");
+        add(Box::new(floor), "{id} >= ?");
         if let Some(from) = search.from {
             add(Box::new(from), "created_at >= ?");
         }
@@ -414,14 +411,14 @@ impl SearchPage {
             add(Box::new(until), "created_at < ?");
             add(
                 Box::new(crate::domain::id_floor(until + time::Duration::DAY)),
-                "id < ?",
+                "{id} < ?",
             );
         }
         if let Some((at, id)) = after {
             params.push(Box::new(at));
             params.push(Box::new(id.0));
             conditions.push(format!(
-                "(created_at, id) < (${}, ${})",
+                "(created_at, {{id}}) < (${}, ${})",
                 params.len() - 1,
                 params.len()
             ));
@@ -429,14 +426,29 @@ impl SearchPage {
         Self {
             params,
             conditions: conditions.join(" AND "),
+            open: matches!(
+                search.status,
+                Some(JobStatus::Queued | JobStatus::Processing)
+            ),
         }
     }
 
     fn sql(&self, prefix: &str) -> String {
+        let conditions = self.conditions.replace("{id}", "id");
+        if !self.open {
+            return format!(
+                "{prefix}SELECT {COLUMNS} FROM jobs WHERE {conditions} \
+                 ORDER BY created_at DESC, id DESC LIMIT $2"
+            );
+        }
+        // An open status: the page is read in order from the account's rows of `open_jobs`
+        // (a few, whatever its history), each job by its id. `jobs` has no index by status.
+        let open_conditions = self.conditions.replace("{id}", "job_id");
         format!(
-            "{prefix}SELECT {COLUMNS} FROM jobs WHERE {} \
-             ORDER BY created_at DESC, id DESC LIMIT $2",
-            self.conditions
+            "{prefix}SELECT {COLUMNS} FROM jobs \
+             JOIN (SELECT job_id AS open_id, created_at AS open_at FROM open_jobs \
+                   WHERE {open_conditions}) AS open ON jobs.id = open.open_id \
+             WHERE {conditions} ORDER BY open.open_at DESC, open.open_id DESC LIMIT $2"
         )
     }
 

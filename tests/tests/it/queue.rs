@@ -385,7 +385,7 @@ async fn a_worker_finishes_the_job_it_holds_and_exits_cleanly_within_25_s_of_sig
                 .query_one(
                     "SELECT count(*) FROM pg_stat_activity
                      WHERE datname = current_database() AND wait_event_type = 'Lock'
-                       AND query LIKE 'UPDATE%'",
+                       AND query LIKE '%UPDATE%'",
                     &[],
                 )
                 .await

@@ -205,18 +205,25 @@ async fn every_job_list_page_is_read_from_an_index() {
     let account = app.create_account().await;
     let client = app.db.pool.get().await.unwrap();
     ensure_partitions(&app.db.pool, datetime!(2026-01-01 0:00 UTC)).await;
-    // Enough rows that Postgres prefers the index to a scan of the table.
+    // Enough rows that Postgres prefers the index to a scan of the table; queued, each with
+    // its row of `open_jobs`.
     client
         .execute(
-            "INSERT INTO jobs (id, account_id, type, content, created_at, updated_at) \
-             SELECT uuid_v7(t), $1, 'text', 'x', t, t \
-             FROM generate_series(timestamptz '2026-01-01', timestamptz '2026-01-20', \
-                                  interval '1 minute') AS t",
+            "WITH j AS (INSERT INTO jobs (id, account_id, type, content, created_at, updated_at) \
+                        SELECT uuid_v7(t), $1, 'text', 'x', t, t \
+                        FROM generate_series(timestamptz '2026-01-01', \
+                                             timestamptz '2026-01-20', interval '1 minute') AS t \
+                        RETURNING id, account_id, type, created_at) \
+             INSERT INTO open_jobs (job_id, account_id, type, created_at) \
+             SELECT id, account_id, type, created_at FROM j",
             &[&account.0],
         )
         .await
         .unwrap();
-    client.execute("ANALYZE jobs", &[]).await.unwrap();
+    client
+        .batch_execute("ANALYZE jobs; ANALYZE open_jobs")
+        .await
+        .unwrap();
     let after = Some((datetime!(2026-01-10 00:00 UTC), JobId(uuid::Uuid::nil())));
     let searches = [
         Search::default(),
