@@ -28,18 +28,27 @@ const JOB_COLUMNS: &str = "id, account_id, type, status, content, is_prohibited,
 const DELIVERY_COLUMNS: &str = "id, job_id, account_id, target_url, body, state, created_at";
 const ATTEMPT_COLUMNS: &str = "delivery_id, attempt, started_at, status_code";
 
-#[tokio::test]
-async fn upgrading_a_database_with_rows_moves_each_into_its_month_partition_unchanged() {
-    let db = TestDatabase::create_at(Some(16)).await;
-    let client = db.pool.get().await.unwrap();
+/// A database migrated up to `version`, holding one account: the database and the account.
+async fn database_at(version: i32) -> (TestDatabase, Uuid) {
+    let db = TestDatabase::create_at(Some(version)).await;
     let account = Uuid::now_v7();
-    client
+    db.pool
+        .get()
+        .await
+        .unwrap()
         .execute(
             "INSERT INTO accounts (id, name) VALUES ($1, 'upgraded')",
             &[&account],
         )
         .await
         .unwrap();
+    (db, account)
+}
+
+#[tokio::test]
+async fn upgrading_a_database_with_rows_moves_each_into_its_month_partition_unchanged() {
+    let (db, account) = database_at(16).await;
+    let client = db.pool.get().await.unwrap();
     // The schema before V017 has no uuid_v7(): the test makes ids the services made then.
     client
         .batch_execute(
@@ -154,16 +163,8 @@ type OpenRow = (Uuid, String, Option<String>, Option<String>, bool);
 
 #[tokio::test]
 async fn upgrading_to_v021_moves_the_open_jobs_queue_state_to_open_jobs() {
-    let db = TestDatabase::create_at(Some(20)).await;
+    let (db, account) = database_at(20).await;
     let client = db.pool.get().await.unwrap();
-    let account = Uuid::now_v7();
-    client
-        .execute(
-            "INSERT INTO accounts (id, name) VALUES ($1, 'upgraded')",
-            &[&account],
-        )
-        .await
-        .unwrap();
     // Queued (never enqueued, and enqueued), processing (with a lease, and claimed before
     // leases existed), and ended.
     let made: Vec<(Uuid, String)> = client
