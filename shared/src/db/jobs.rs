@@ -139,9 +139,8 @@ const USAGE_SHARDS: i16 = 16;
 
 /// Inserts queued jobs in one statement, each with its row of `open_jobs` marked as enqueued
 /// now (the caller enqueues next and calls [`mark_not_enqueued`] for those whose enqueue
-/// failed), with their usage
-/// counts (`usage_minutes`, `usage_days`) and idempotency keys. Answers, per job in order,
-/// whether it was stored.
+/// failed), with their usage counts (`usage_minutes`, `usage_days`) and idempotency keys.
+/// Answers, per job in order, whether it was stored.
 ///
 /// A job whose idempotency key its account holds (`idempotency_keys`) is not stored: the
 /// caller looks the holder up with [`super::job_keys::holders`]. Concurrent inserts of one key
@@ -292,7 +291,7 @@ pub async fn list(
     let open_only = statuses
         .iter()
         .all(|s| [JobStatus::Queued.as_str(), JobStatus::Processing.as_str()].contains(s));
-    let ids = if open_only {
+    let open_ids = if open_only {
         "id IN (SELECT job_id FROM open_jobs \
                 WHERE account_id = $1 AND status = ANY($2) AND job_id >= $6 \
                   AND ($3::timestamptz IS NULL OR (created_at, job_id) > ($3, $4::uuid)) \
@@ -303,7 +302,7 @@ pub async fn list(
     let stmt = client
         .prepare_cached(&format!(
             "SELECT {COLUMNS} FROM jobs \
-             WHERE account_id = $1 AND status = ANY($2) AND id >= $6 AND {ids} \
+             WHERE account_id = $1 AND status = ANY($2) AND id >= $6 AND {open_ids} \
                AND ($3::timestamptz IS NULL OR (created_at, id) > ($3, $4::uuid)) \
              ORDER BY created_at, id LIMIT $5"
         ))

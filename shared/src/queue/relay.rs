@@ -9,12 +9,12 @@
 //! A queued job is missing when the api's enqueue failed (its row of `open_jobs` has no
 //! `enqueued_at`) or when its entry is not in the stream: the entry id recorded for it is
 //! unknown, or names an entry the stream no longer holds (Redis lost it, or the stream went
-//! while the hash survived). Each
-//! round, per modality, one process (a short Redis lock) enqueues every never-enqueued job
-//! older than the grace time, then checks up to [`SCAN_LIMIT`] enqueued ones against the stream
-//! (a script looks each entry up, a thousand jobs per call), continuing where the previous
-//! round stopped, so a large backlog costs a bounded amount per round. Enqueuing a job twice is
-//! harmless, so two relays racing lose nothing.
+//! while the hash survived). Each round, per modality, one process (a short Redis lock)
+//! enqueues every never-enqueued job older than the grace time, then checks up to
+//! [`SCAN_LIMIT`] enqueued ones against the stream (a script looks each entry up, a thousand
+//! jobs per call), continuing where the previous round stopped, so a large backlog costs a
+//! bounded amount per round. Enqueuing a job twice is harmless, so two relays racing lose
+//! nothing.
 
 use std::{collections::HashMap, sync::Mutex};
 

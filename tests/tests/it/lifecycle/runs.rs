@@ -117,6 +117,17 @@ async fn a_run_as_of_a_later_date_drops_partitions_at_the_retention_edge_and_usa
         app.get(&format!("/api/v1/job/{job}"), &key).await.status(),
         200
     );
+    let still_open: i64 = app
+        .db
+        .pool
+        .get()
+        .await
+        .unwrap()
+        .query_one("SELECT count(*) FROM open_jobs", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(still_open, 1);
 
     let (ok, dropped, stderr) = lifecycle(&app, &["run", "--as-of", &rfc3339(edge)], &env);
     assert!(ok, "{stderr}");
@@ -150,6 +161,14 @@ async fn a_run_as_of_a_later_date_drops_partitions_at_the_retention_edge_and_usa
         .unwrap()
         .get(0);
     assert_eq!(left, 0);
+    // The submitted job never ended (no worker ran): its row of `open_jobs` went with its
+    // partition, so the relay has nothing left to enqueue.
+    let open: i64 = client
+        .query_one("SELECT count(*) FROM open_jobs", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(open, 0);
     assert_eq!(month_usage(&app, &key).await, usage_before);
 }
 
