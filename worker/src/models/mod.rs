@@ -41,6 +41,11 @@ impl<'a> Loader<'a> {
         }
     }
 
+    /// The model directory.
+    pub fn dir(&self) -> &Path {
+        &self.settings.dir
+    }
+
     /// Loads the model `name` with `load` (given the model directory) when every one of its
     /// `files` (relative to that directory) is there. A file that is there but cannot be read
     /// is an error in both modes: a broken model must not pass content silently.

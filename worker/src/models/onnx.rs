@@ -12,7 +12,7 @@ use std::{
 };
 
 use anyhow::{anyhow, Context};
-use rten::{Model, NodeId, RunOptions, ThreadPool, Value, ValueOrView};
+use rten::{Model, ModelOptions, NodeId, RunOptions, ThreadPool, Value, ValueOrView};
 
 /// Single-thread pools for model runs, one per run in progress, kept for the next runs: rten
 /// and rten-gemm split their work over the current pool, so a run on one of these keeps to one
@@ -64,9 +64,12 @@ pub struct OnnxModel {
 }
 
 impl OnnxModel {
-    /// Loads the model at `path`.
-    pub fn load(path: &Path) -> anyhow::Result<Self> {
-        let model = Model::load_file(path)
+    /// Loads the model at `path`; with `prepack`, its products' constant weights are laid out
+    /// for the matrix kernels once, at load, instead of at every run (a copy of them).
+    pub fn load(path: &Path, prepack: bool) -> anyhow::Result<Self> {
+        let model = ModelOptions::with_all_ops()
+            .prepack_weights(prepack)
+            .load_file(path)
             .with_context(|| format!("{} could not be loaded", path.display()))?;
         Ok(Self {
             model,
@@ -122,8 +125,11 @@ mod tests {
     #[ignore = "needs the prepared models: TEST_MODEL_DIR"]
     fn concurrent_runs_each_take_a_pool_and_give_the_same_values() {
         let dir = std::env::var_os("TEST_MODEL_DIR").expect("TEST_MODEL_DIR");
-        let model =
-            OnnxModel::load(&Path::new(&dir).join(crate::models::nsfw::MODEL_FILE)).unwrap();
+        let model = OnnxModel::load(
+            &Path::new(&dir).join(crate::models::nsfw::MODEL_FILE),
+            false,
+        )
+        .unwrap();
         let (input, output) = (model.inputs()[0].0, model.outputs()[0]);
         let image = NdTensor::<f32, 4>::from_fn([1, 224, 224, 3], |[_, y, x, c]| {
             ((y * 7 + x * 3 + c * 11) % 255) as f32 - 117.0

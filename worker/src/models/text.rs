@@ -36,7 +36,7 @@ pub mod prototypes;
 pub mod score;
 pub mod segment;
 
-use embed::{Embedder, Embedding};
+use embed::{Embedder, Embedding, Products};
 use profanity::Profanity;
 use score::Scorer;
 
@@ -114,9 +114,14 @@ impl TextModel {
         let profanity = loader.load(TOXICITY_MODEL, &["text/profanity.json"], |dir| {
             Profanity::load(&dir.join("text"))
         })?;
+        // The model set's hash names the file that runs: int8 and f32 products score apart.
+        let minilm = format!(
+            "text/{}",
+            Products::in_dir(&loader.dir().join("text")).file()
+        );
         let embedder = loader.load(
             EMBEDDING_MODEL,
-            &["text/model.onnx", "text/tokenizer.json"],
+            &[minilm.as_str(), "text/tokenizer.json"],
             |dir| load_embedder(&dir.join("text")),
         )?;
         let encoder = loader.load(multilingual::MODEL, &multilingual::FILES, load_encoder)?;
@@ -333,7 +338,9 @@ pub fn verdict(scores: &TextScores, policy: &Policy) -> Verdict {
 
 /// Loads the embedder, embeds the prototypes and loads the compiled head.
 fn load_embedder(dir: &Path) -> anyhow::Result<(Embedder, Scorer)> {
-    let embedder = Embedder::load(dir)?;
+    let products = Products::in_dir(dir);
+    let embedder = Embedder::load_products(dir, products)?;
+    tracing::info!(file = products.file(), "MiniLM loaded");
     let scorer = prototype_scorer(&embedder, head::Head::compiled()?)?;
     Ok((embedder, scorer))
 }

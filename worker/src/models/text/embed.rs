@@ -4,15 +4,63 @@
 //! cosine similarity. Besides the last layer (the sentence embedding) the third of the six
 //! layers is pooled the same way: it keeps word-level cues that the last layer, trained for
 //! paraphrase similarity, smooths away, and the head weighs both (docs/models-text.md).
+//!
+//! MiniLM comes as two files of the same weights ([`Products`]): `model.onnx` multiplies in
+//! f32, `model-int8.onnx` quantises each product's input at run time and multiplies in int8,
+//! about twice as fast where the CPU has int8 dot-product instructions. Where it has not,
+//! rten's int8 kernel may saturate, and the f32 file runs. The int8 file quantises a whole
+//! input tensor with one scale, so it embeds each text in a run of its own: a text's
+//! embedding then never depends on the texts batched with it.
 
 use std::path::Path;
 
 use anyhow::{anyhow, bail};
 use rten::{NodeId, ValueOrView};
+use rten_gemm::GemmExecutor;
 use rten_tensor::{prelude::*, NdTensor};
 use tokenizers::{Tokenizer, TruncationParams};
 
 use crate::models::onnx::OnnxModel;
+
+/// How MiniLM's matrix products are computed: which of its two files a worker runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Products {
+    /// `model.onnx`: the int8 weights widened to f32 at load, every product in f32.
+    F32,
+    /// `model-int8.onnx` (scripts/models.d/text.py): each product's input quantised to uint8
+    /// at run time (one scale a tensor), multiplied by the int8 weights into int32.
+    Int8,
+}
+
+impl Products {
+    /// Int8 where this CPU's int8 products are exact (dot-product instructions: AVX512-VNNI on
+    /// x86-64, SDOT on Arm); f32 where rten's int8 kernel may saturate (VPMADDUBSW on x86-64
+    /// without VNNI).
+    pub fn for_this_cpu() -> Self {
+        if GemmExecutor::<u8, i8, i32>::default().may_saturate() {
+            Self::F32
+        } else {
+            Self::Int8
+        }
+    }
+
+    /// What a worker runs from the text model's directory `dir`: [`Self::for_this_cpu`], or
+    /// f32 when `model-int8.onnx` is not there (a directory prepared before it existed).
+    pub fn in_dir(dir: &Path) -> Self {
+        match Self::for_this_cpu() {
+            Self::Int8 if dir.join(Self::Int8.file()).is_file() => Self::Int8,
+            _ => Self::F32,
+        }
+    }
+
+    /// The model file, in the text model's directory.
+    pub fn file(self) -> &'static str {
+        match self {
+            Self::F32 => "model.onnx",
+            Self::Int8 => "model-int8.onnx",
+        }
+    }
+}
 
 /// The length of an embedding.
 pub const DIM: usize = 384;
@@ -45,6 +93,8 @@ pub struct Embedder {
     inputs: Vec<(NodeId, Input)>,
     /// The sentence and middle outputs.
     outputs: [NodeId; 2],
+    /// Which file runs.
+    products: Products,
 }
 
 /// An input of the model.
@@ -56,8 +106,13 @@ enum Input {
 }
 
 impl Embedder {
-    /// Loads `model.onnx` and `tokenizer.json` from `dir`.
+    /// Loads MiniLM ([`Products::in_dir`]) and `tokenizer.json` from `dir`.
     pub fn load(dir: &Path) -> anyhow::Result<Self> {
+        Self::load_products(dir, Products::in_dir(dir))
+    }
+
+    /// Loads `products`' file of MiniLM and `tokenizer.json` from `dir`.
+    pub fn load_products(dir: &Path, products: Products) -> anyhow::Result<Self> {
         let tokenizer_path = dir.join("tokenizer.json");
         let mut tokenizer = Tokenizer::from_file(&tokenizer_path)
             .map_err(|e| anyhow!("{}: {e}", tokenizer_path.display()))?;
@@ -68,8 +123,10 @@ impl Embedder {
                 ..TruncationParams::default()
             }))
             .map_err(|e| anyhow!("{}: {e}", tokenizer_path.display()))?;
-        let model_path = dir.join("model.onnx");
-        let model = OnnxModel::load(&model_path)?;
+        let model_path = dir.join(products.file());
+        // Prepacked int8 weights: otherwise each product packs its weight anew at every run,
+        // most of a short text's time (70 % of a run of one text of 24 tokens in `perf`).
+        let model = OnnxModel::load(&model_path, products == Products::Int8)?;
         let inputs = model
             .inputs()
             .into_iter()
@@ -89,6 +146,7 @@ impl Embedder {
             model,
             inputs,
             outputs,
+            products,
         };
         let probe = embedder.embed(&["a sentence".to_owned()])?;
         let lengths = probe.first().map(|e| (e.sentence.len(), e.middle.len()));
@@ -101,8 +159,19 @@ impl Embedder {
         Ok(embedder)
     }
 
-    /// The embeddings of `texts`, in order.
+    /// The embeddings of `texts`, in order: in one run (f32), or in a run each (int8).
     pub fn embed(&self, texts: &[String]) -> anyhow::Result<Vec<Embedding>> {
+        match self.products {
+            Products::F32 => self.run(texts),
+            Products::Int8 => texts.chunks(1).try_fold(Vec::new(), |mut all, text| {
+                all.extend(self.run(text)?);
+                Ok(all)
+            }),
+        }
+    }
+
+    /// The embeddings of `texts`, in order, in one run.
+    fn run(&self, texts: &[String]) -> anyhow::Result<Vec<Embedding>> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
@@ -211,6 +280,77 @@ mod tests {
         // (1+3)/2, (0+4)/2 = (2, 2) -> unit length.
         let expected = std::f32::consts::FRAC_1_SQRT_2;
         assert!((pooled[0] - expected).abs() < 1e-6 && (pooled[1] - expected).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_directory_without_the_int8_file_runs_the_f32_one() {
+        let dir = std::env::temp_dir().join(format!("minilm-files-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(Products::F32.file()), b"").unwrap();
+        assert_eq!(Products::in_dir(&dir), Products::F32);
+
+        std::fs::write(dir.join(Products::Int8.file()), b"").unwrap();
+        assert_eq!(Products::in_dir(&dir), Products::for_this_cpu());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    #[ignore = "needs the prepared models: TEST_MODEL_DIR"]
+    fn int8_products_embed_as_the_f32_ones_do() {
+        let dir = std::path::PathBuf::from(std::env::var_os("TEST_MODEL_DIR").unwrap());
+        let dir = dir.join("text");
+        let texts: Vec<String> = [
+            "have a lovely day",
+            "I will find where you live and hurt your family",
+            "the meeting moved to thursday afternoon, bring the slides",
+            "go kill yourself, nobody would miss you",
+            "kill the lights when you leave please",
+            "Honestly you're the dumbest person I've ever had the misfortune of working with.",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let f32 = Embedder::load_products(&dir, Products::F32).unwrap();
+        let int8 = Embedder::load_products(&dir, Products::Int8).unwrap();
+
+        let (a, b) = (f32.embed(&texts).unwrap(), int8.embed(&texts).unwrap());
+
+        let cosine = |x: &[f32], y: &[f32]| x.iter().zip(y).map(|(x, y)| x * y).sum::<f32>();
+        for (text, (a, b)) in texts.iter().zip(a.iter().zip(&b)) {
+            let (sentence, middle) = (
+                cosine(&a.sentence, &b.sentence),
+                cosine(&a.middle, &b.middle),
+            );
+            // Measured: 0.98 and more for the sentence; the middle layer, quantised twice
+            // fewer times, closer still.
+            assert!(
+                sentence > 0.97 && middle > 0.97,
+                "{text}: {sentence} {middle}"
+            );
+            assert!(
+                sentence < 0.99999,
+                "{text}: the int8 file gave the f32 embedding"
+            );
+        }
+    }
+
+    #[test]
+    #[ignore = "needs the prepared models: TEST_MODEL_DIR"]
+    fn an_int8_embedding_does_not_depend_on_the_texts_beside_it() {
+        let dir = std::path::PathBuf::from(std::env::var_os("TEST_MODEL_DIR").unwrap());
+        let int8 = Embedder::load_products(&dir.join("text"), Products::Int8).unwrap();
+        let text = "see you at the wedding!! what are you wearing?".to_owned();
+        // A long text of rare words and symbols beside it: in one run, its large values would
+        // set the quantisation scale of every text of the run.
+        let loud = "ZZZZ!!!! §§§§ ÆØÅ ∑∆∂ ".repeat(20);
+
+        let batch = [loud, text.clone(), "ok".to_owned()];
+
+        let alone = int8.embed(std::slice::from_ref(&text)).unwrap();
+        let beside = int8.embed(&batch).unwrap();
+
+        assert_eq!(alone[0], beside[1]);
+        // In one run the others would have moved it.
+        assert_ne!(int8.run(&batch).unwrap()[1], alone[0]);
     }
 
     #[test]

@@ -377,7 +377,7 @@ fn the_model_scores_as_rten_scores_it_and_concurrent_runs_agree() {
     let dir = std::env::var_os("TEST_MODEL_DIR").expect("TEST_MODEL_DIR");
     let path = Path::new(&dir).join(crate::models::nsfw::MODEL_FILE);
     let network = Network::load(&path).unwrap();
-    let reference = crate::models::onnx::OnnxModel::load(&path).unwrap();
+    let reference = crate::models::onnx::OnnxModel::load(&path, false).unwrap();
     let image: Vec<f32> = (0..224 * 224 * 3)
         .map(|i| ((i * 7 + i / 672 * 3) % 255) as f32 - 117.0)
         .collect();
