@@ -143,7 +143,9 @@ def quantise_products(model: onnx.ModelProto) -> int:
             numpy_helper.from_array(np.zeros([weight.dims[1]], dtype=np.int8), weight_zero)
         )
         nodes += [
-            helper.make_node("MatMulInteger", [x_u8, weight.name, x_zero, weight_zero], [f"{y}_i32"]),
+            helper.make_node(
+                "MatMulInteger", [x_u8, weight.name, x_zero, weight_zero], [f"{y}_i32"]
+            ),
             helper.make_node("Cast", [f"{y}_i32"], [f"{y}_f32"], to=TensorProto.FLOAT),
             helper.make_node("Mul", [x_scale, weight_scale], [f"{y}_scale"]),
             helper.make_node("Mul", [f"{y}_f32", f"{y}_scale"], [y]),
