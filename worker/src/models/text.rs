@@ -115,14 +115,12 @@ impl TextModel {
             Profanity::load(&dir.join("text"))
         })?;
         // The model set's hash names the file that runs: int8 and f32 products score apart.
-        let minilm = format!(
-            "text/{}",
-            Products::in_dir(&loader.dir().join("text")).file()
-        );
+        let products = Products::in_dir(&loader.dir().join("text"));
+        let minilm = format!("text/{}", products.file());
         let embedder = loader.load(
             EMBEDDING_MODEL,
             &[minilm.as_str(), "text/tokenizer.json"],
-            |dir| load_embedder(&dir.join("text")),
+            |dir| load_embedder(&dir.join("text"), products),
         )?;
         let encoder = loader.load(multilingual::MODEL, &multilingual::FILES, load_encoder)?;
         let (Some(profanity), Some(english)) = (profanity, embedder) else {
@@ -138,7 +136,7 @@ impl TextModel {
     pub fn load_dir(dir: &Path, inference: Inference, threshold: f32) -> anyhow::Result<Self> {
         let text = dir.join("text");
         let profanity = Profanity::load(&text)?;
-        let english = load_embedder(&text)?;
+        let english = load_embedder(&text, Products::in_dir(&text))?;
         let encoder = load_encoder(dir)?;
         Ok(Self::new(
             profanity,
@@ -336,9 +334,8 @@ pub fn verdict(scores: &TextScores, policy: &Policy) -> Verdict {
     verdict
 }
 
-/// Loads the embedder, embeds the prototypes and loads the compiled head.
-fn load_embedder(dir: &Path) -> anyhow::Result<(Embedder, Scorer)> {
-    let products = Products::in_dir(dir);
+/// Loads `products`' embedder from `dir`, embeds the prototypes and loads the compiled head.
+fn load_embedder(dir: &Path, products: Products) -> anyhow::Result<(Embedder, Scorer)> {
     let embedder = Embedder::load_products(dir, products)?;
     tracing::info!(file = products.file(), "MiniLM loaded");
     let scorer = prototype_scorer(&embedder, head::Head::compiled()?)?;
@@ -400,7 +397,8 @@ impl Embed for Encoder {
 }
 
 /// Runs the gathered embedding requests of several jobs on the inference pool, as runs of
-/// texts of similar lengths (a run is padded to its longest text).
+/// texts of similar lengths (a run is padded to its longest text; MiniLM's int8 file embeds
+/// the texts of a run one by one, `embed.rs`).
 struct EmbedBatch<E> {
     model: Arc<E>,
     inference: Inference,
