@@ -34,6 +34,13 @@ fn partition_of(status: &Value, table: &str, at: OffsetDateTime) -> Value {
         .clone()
 }
 
+/// The number of rows of `table`.
+async fn rows(app: &TestApp, table: &str) -> i64 {
+    let client = app.db.pool.get().await.unwrap();
+    let sql = format!("SELECT count(*) FROM {table}");
+    client.query_one(&sql, &[]).await.unwrap().get(0)
+}
+
 async fn month_usage(app: &TestApp, key: &moderation_tests::TestKey) -> Value {
     let usage: Value = app
         .get("/api/v1/usage/volume?period=month", key)
@@ -117,17 +124,7 @@ async fn a_run_as_of_a_later_date_drops_partitions_at_the_retention_edge_and_usa
         app.get(&format!("/api/v1/job/{job}"), &key).await.status(),
         200
     );
-    let still_open: i64 = app
-        .db
-        .pool
-        .get()
-        .await
-        .unwrap()
-        .query_one("SELECT count(*) FROM open_jobs", &[])
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(still_open, 1);
+    assert_eq!(rows(&app, "open_jobs").await, 1);
 
     let (ok, dropped, stderr) = lifecycle(&app, &["run", "--as-of", &rfc3339(edge)], &env);
     assert!(ok, "{stderr}");
@@ -154,21 +151,10 @@ async fn a_run_as_of_a_later_date_drops_partitions_at_the_retention_edge_and_usa
         app.get(&format!("/api/v1/job/{job}"), &key).await.status(),
         404
     );
-    let client = app.db.pool.get().await.unwrap();
-    let left: i64 = client
-        .query_one("SELECT count(*) FROM jobs", &[])
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(left, 0);
+    assert_eq!(rows(&app, "jobs").await, 0);
     // The submitted job never ended (no worker ran): its row of `open_jobs` went with its
     // partition, so the relay has nothing left to enqueue.
-    let open: i64 = client
-        .query_one("SELECT count(*) FROM open_jobs", &[])
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(open, 0);
+    assert_eq!(rows(&app, "open_jobs").await, 0);
     assert_eq!(month_usage(&app, &key).await, usage_before);
 }
 
