@@ -24,7 +24,7 @@ use crate::{
         nsfw::{self, NsfwModel},
         set::ModelSet,
         text::TextModel,
-        whisper::{Transcript, Whisper},
+        whisper::{linear::Products, Transcript, Whisper},
         Inference, Loader,
     },
     policy::{AccountPolicy, PolicyCache},
@@ -61,8 +61,14 @@ impl LocalModels {
             let model = settings.models.speech;
             let files = model.files();
             let files: Vec<&str> = files.iter().map(String::as_str).collect();
+            // Whisper's linear layers run in int8 where this CPU multiplies int8 exactly; the
+            // model set's hash says which.
+            let products = Products::for_this_cpu();
+            let variant = (products == Products::Int8).then_some("int8");
             loader
-                .load("whisper", &files, |dir| Whisper::load(dir, model))?
+                .load_variant("whisper", &files, variant, |dir| {
+                    Whisper::load_with(dir, model, products)
+                })?
                 .map(Arc::new)
         } else {
             None

@@ -21,6 +21,13 @@ pub mod set;
 pub mod text;
 pub mod whisper;
 
+/// Whether this CPU's int8 matrix products are exact: rten-gemm's int8 kernel sums them with
+/// dot-product instructions (AVX512-VNNI on x86-64, SDOT on Arm), not with VPMADDUBSW, which
+/// adds pairs of products in 16 bits with saturation (x86-64 without VNNI).
+pub fn int8_is_exact() -> bool {
+    !rten_gemm::GemmExecutor::<u8, i8, i32>::default().may_saturate()
+}
+
 /// Loads the built-in models at start-up, following `APP_LOCAL_MODELS`: a missing model is an
 /// error when they are required, else it is left out and [`Loader::finish`] warns once, naming
 /// `scripts/models`. Sets the gauge `classifier_model_loaded{model}` to 1 or 0 per model.
@@ -55,6 +62,18 @@ impl<'a> Loader<'a> {
         files: &[&str],
         load: impl FnOnce(&Path) -> anyhow::Result<T>,
     ) -> Result<Option<T>, StartupError> {
+        self.load_variant(name, files, None, load)
+    }
+
+    /// As [`Self::load`], for a model computed as `variant` says (`int8`: weights quantised at
+    /// load) rather than as its files hold it: its hash in the model set names the variant.
+    pub fn load_variant<T>(
+        &mut self,
+        name: &'static str,
+        files: &[&str],
+        variant: Option<&str>,
+        load: impl FnOnce(&Path) -> anyhow::Result<T>,
+    ) -> Result<Option<T>, StartupError> {
         let dir = &self.settings.dir;
         if let Some(absent) = files
             .iter()
@@ -82,6 +101,10 @@ impl<'a> Loader<'a> {
             model: name,
             source: source.into(),
         })?;
+        let hash = match variant {
+            Some(variant) => set::variant_hash(&hash, variant),
+            None => hash,
+        };
         self.loaded.insert(name.to_owned(), hash);
         metrics::gauge!(telemetry::CLASSIFIER_MODEL_LOADED, "model" => name).set(1.0);
         Ok(Some(model))

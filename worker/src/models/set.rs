@@ -51,6 +51,12 @@ pub fn hash_files(dir: &Path, files: &[&str]) -> std::io::Result<String> {
     Ok(hex(all.finish().as_ref()))
 }
 
+/// The hash of a model computed another way than its files' plain reading (`variant`, such as
+/// `int8` for weights quantised at load): it scores apart, so its hash differs from `hash`.
+pub fn variant_hash(hash: &str, variant: &str) -> String {
+    hex(ring::digest::digest(&SHA256, format!("{hash}+{variant}").as_bytes()).as_ref())
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -78,6 +84,8 @@ mod tests {
         let ba = hash_files(&dir, &["b", "a"]).unwrap();
         assert_ne!(ab, ba);
         assert_eq!(ab, hash_files(&dir, &["a", "b"]).unwrap());
+        assert_ne!(variant_hash(&ab, "int8"), ab);
+        assert_eq!(variant_hash(&ab, "int8"), variant_hash(&ab, "int8"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -18,6 +18,7 @@
 mod decode;
 mod decoder;
 mod encoder;
+pub mod linear;
 pub mod mel;
 mod ops;
 pub mod pcm;
@@ -141,8 +142,18 @@ pub struct Whisper {
 }
 
 impl Whisper {
-    /// Loads `model` as prepared in `dir` (`APP_MODEL_DIR`).
+    /// Loads `model` as prepared in `dir` (`APP_MODEL_DIR`), its linear layers in int8 where
+    /// this CPU multiplies int8 exactly, else in f32 ([`linear::Products::for_this_cpu`]).
     pub fn load(dir: &Path, model: SpeechModel) -> anyhow::Result<Self> {
+        Self::load_with(dir, model, linear::Products::for_this_cpu())
+    }
+
+    /// Loads `model` as prepared in `dir`, its linear layers multiplying as `products` says.
+    pub fn load_with(
+        dir: &Path,
+        model: SpeechModel,
+        products: linear::Products,
+    ) -> anyhow::Result<Self> {
         let dir = dir.join(model.dir());
         let config: Config = serde_json::from_slice(
             &std::fs::read(dir.join("config.json")).context("reading whisper/config.json")?,
@@ -155,11 +166,16 @@ impl Whisper {
         // f32 on the CPU: candle's f16 matrix products are slower here than f32's.
         let vars = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
             .context("parsing whisper/model.safetensors")?;
-        let encoder = encoder::Encoder::load(vars.clone(), &config)
+        let encoder = encoder::Encoder::load(vars.clone(), &config, products)
             .context("loading Whisper's encoder from whisper/model.safetensors")?;
-        let decoder = decoder::Decoder::load(vars, &config)
+        let decoder = decoder::Decoder::load(vars, &config, products)
             .context("loading Whisper's decoder from whisper/model.safetensors")?;
         let tokens = decode::Tokens::new(&tokenizer, &config)?;
+        tracing::info!(
+            model = model.name(),
+            products = products.name(),
+            "Whisper loaded"
+        );
         Ok(Self {
             filters: mel::filters(config.num_mel_bins),
             config,

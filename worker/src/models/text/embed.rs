@@ -16,7 +16,6 @@ use std::path::Path;
 
 use anyhow::{anyhow, bail};
 use rten::{NodeId, ValueOrView};
-use rten_gemm::GemmExecutor;
 use rten_tensor::{prelude::*, NdTensor};
 use tokenizers::{Tokenizer, TruncationParams};
 
@@ -33,14 +32,13 @@ pub enum Products {
 }
 
 impl Products {
-    /// Int8 where this CPU's int8 products are exact (dot-product instructions: AVX512-VNNI on
-    /// x86-64, SDOT on Arm); f32 where rten's int8 kernel may saturate (VPMADDUBSW on x86-64
-    /// without VNNI).
+    /// Int8 where this CPU's int8 products are exact ([`crate::models::int8_is_exact`]), f32
+    /// where rten's int8 kernel may saturate.
     pub fn for_this_cpu() -> Self {
-        if GemmExecutor::<u8, i8, i32>::default().may_saturate() {
-            Self::F32
-        } else {
+        if crate::models::int8_is_exact() {
             Self::Int8
+        } else {
+            Self::F32
         }
     }
 

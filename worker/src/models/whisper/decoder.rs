@@ -4,10 +4,13 @@
 //! window. The layout and weights are the Hugging Face ones candle's model reads.
 
 use candle_core::{Device, Module, Result, Tensor, D};
-use candle_nn::{layer_norm, linear, linear_no_bias, LayerNorm, Linear, VarBuilder};
+use candle_nn::{layer_norm, LayerNorm, VarBuilder};
 use candle_transformers::models::whisper::Config;
 
-use super::tokens::TokenEmbedding;
+use super::{
+    linear::{Linear, Products},
+    tokens::TokenEmbedding,
+};
 
 const LAYER_NORM_EPS: f64 = 1e-5;
 
@@ -21,12 +24,12 @@ struct Attention {
 }
 
 impl Attention {
-    fn load(state: usize, heads: usize, vb: VarBuilder<'_>) -> Result<Self> {
+    fn load(state: usize, heads: usize, vb: VarBuilder<'_>, products: Products) -> Result<Self> {
         Ok(Self {
-            query: linear(state, state, vb.pp("q_proj"))?,
-            key: linear_no_bias(state, state, vb.pp("k_proj"))?,
-            value: linear(state, state, vb.pp("v_proj"))?,
-            out: linear(state, state, vb.pp("out_proj"))?,
+            query: products.load(state, state, true, vb.pp("q_proj"))?,
+            key: products.load(state, state, false, vb.pp("k_proj"))?,
+            value: products.load(state, state, true, vb.pp("v_proj"))?,
+            out: products.load(state, state, true, vb.pp("out_proj"))?,
             heads,
         })
     }
@@ -97,8 +100,8 @@ pub struct Cache {
 }
 
 impl Decoder {
-    /// Loads `model.decoder.*` from `vb`.
-    pub fn load(vb: VarBuilder<'_>, config: &Config) -> Result<Self> {
+    /// Loads `model.decoder.*` from `vb`, its linear layers multiplying as `products` says.
+    pub fn load(vb: VarBuilder<'_>, config: &Config, products: Products) -> Result<Self> {
         let vb = vb.pp("model.decoder");
         let state = config.d_model;
         let heads = config.decoder_attention_heads;
@@ -106,22 +109,22 @@ impl Decoder {
             .map(|i| {
                 let vb = vb.pp(format!("layers.{i}"));
                 Ok(Layer {
-                    self_attn: Attention::load(state, heads, vb.pp("self_attn"))?,
+                    self_attn: Attention::load(state, heads, vb.pp("self_attn"), products)?,
                     self_norm: layer_norm(state, LAYER_NORM_EPS, vb.pp("self_attn_layer_norm"))?,
-                    cross_attn: Attention::load(state, heads, vb.pp("encoder_attn"))?,
+                    cross_attn: Attention::load(state, heads, vb.pp("encoder_attn"), products)?,
                     cross_norm: layer_norm(
                         state,
                         LAYER_NORM_EPS,
                         vb.pp("encoder_attn_layer_norm"),
                     )?,
-                    fc1: linear(state, 4 * state, vb.pp("fc1"))?,
-                    fc2: linear(4 * state, state, vb.pp("fc2"))?,
+                    fc1: products.load(state, 4 * state, true, vb.pp("fc1"))?,
+                    fc2: products.load(4 * state, state, true, vb.pp("fc2"))?,
                     mlp_norm: layer_norm(state, LAYER_NORM_EPS, vb.pp("final_layer_norm"))?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Self {
-            embed: TokenEmbedding::load(config.vocab_size, state, vb.pp("embed_tokens"))?,
+            embed: TokenEmbedding::load(config.vocab_size, state, vb.pp("embed_tokens"), products)?,
             positions: vb.get(
                 (config.max_target_positions, state),
                 "embed_positions.weight",
@@ -182,7 +185,7 @@ impl Decoder {
         }
         cache.len += n;
         let hidden = self.norm.forward(&x.narrow(1, n - 1, 1)?)?;
-        Ok(self.embed.logits(&hidden.flatten_all()?.to_vec1::<f32>()?))
+        self.embed.logits(&hidden.flatten_all()?.to_vec1::<f32>()?)
     }
 }
 

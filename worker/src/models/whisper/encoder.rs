@@ -6,10 +6,13 @@
 //! query weights at load.
 
 use candle_core::{Device, Module, Result, Tensor, D};
-use candle_nn::{conv1d, layer_norm, Conv1d, Conv1dConfig, LayerNorm, Linear, VarBuilder};
+use candle_nn::{conv1d, layer_norm, Conv1d, Conv1dConfig, LayerNorm, VarBuilder};
 use candle_transformers::models::whisper::Config;
 
-use super::ops;
+use super::{
+    linear::{Linear, Products},
+    ops,
+};
 
 const LAYER_NORM_EPS: f64 = 1e-5;
 
@@ -39,8 +42,8 @@ pub struct Encoder {
 }
 
 impl Encoder {
-    /// Loads `model.encoder.*` from `vb`.
-    pub fn load(vb: VarBuilder<'_>, config: &Config) -> Result<Self> {
+    /// Loads `model.encoder.*` from `vb`, its linear layers multiplying as `products` says.
+    pub fn load(vb: VarBuilder<'_>, config: &Config, products: Products) -> Result<Self> {
         let vb = vb.pp("model.encoder");
         let state = config.d_model;
         let heads = config.encoder_attention_heads;
@@ -75,11 +78,11 @@ impl Encoder {
                     0,
                 )?;
                 Ok(Layer {
-                    qkv: Linear::new(qkv_weight, Some(qkv_bias)),
-                    out: candle_nn::linear(state, state, attn.pp("out_proj"))?,
+                    qkv: products.layer(qkv_weight, Some(qkv_bias))?,
+                    out: products.load(state, state, true, attn.pp("out_proj"))?,
                     attn_norm: layer_norm(state, LAYER_NORM_EPS, vb.pp("self_attn_layer_norm"))?,
-                    fc1: candle_nn::linear(state, 4 * state, vb.pp("fc1"))?,
-                    fc2: candle_nn::linear(4 * state, state, vb.pp("fc2"))?,
+                    fc1: products.load(state, 4 * state, true, vb.pp("fc1"))?,
+                    fc2: products.load(4 * state, state, true, vb.pp("fc2"))?,
                     mlp_norm: layer_norm(state, LAYER_NORM_EPS, vb.pp("final_layer_norm"))?,
                 })
             })
