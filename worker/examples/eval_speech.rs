@@ -1,8 +1,8 @@
 //! Evaluates speech end to end with the worker's own models: each clip is transcribed by the
-//! built-in Whisper (`APP_SPEECH_MODEL`, default base) and its transcript scored by the text
-//! model; a clip is rejected when a category scores the default policy's `block_at` (the
-//! default threshold) or more, as an audio job's transcript is under the default policy (the
-//! lists aside).
+//! built-in Whisper (`APP_SPEECH_MODEL`, default base; `WHISPER_PRODUCTS`: `common/speech.rs`)
+//! and its transcript scored by the text model; a clip is rejected when a category scores the
+//! default policy's `block_at` (the default threshold) or more, as an audio job's transcript
+//! is under the default policy (the lists aside).
 //!
 //!     cargo run --release -p moderation-worker --example eval_speech -- MODEL_DIR MANIFEST
 //!
@@ -15,16 +15,17 @@
 
 #[path = "common/corpus.rs"]
 mod corpus;
+#[path = "common/speech.rs"]
+mod speech;
 
 use std::{collections::BTreeMap, path::PathBuf};
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use corpus::read;
 use moderation_worker::{
     classify::{Policy, TextContent},
     models::{
         text::{TextModel, DEFAULT_THRESHOLD},
-        whisper::{SpeechModel, Whisper},
         Inference,
     },
 };
@@ -50,11 +51,7 @@ async fn main() -> anyhow::Result<()> {
         bail!("usage: eval_speech MODEL_DIR MANIFEST");
     };
     let dir = PathBuf::from(models);
-    let speech = match std::env::var("APP_SPEECH_MODEL") {
-        Ok(name) => SpeechModel::parse(&name).context("APP_SPEECH_MODEL: base or tiny.en")?,
-        Err(_) => SpeechModel::default(),
-    };
-    let whisper = Whisper::load(&dir, speech)?;
+    let (whisper, speech) = speech::load(&dir)?;
     let model = TextModel::load_dir(&dir, Inference::new(2), DEFAULT_THRESHOLD)?;
     let policy = Policy::default();
     let mut tallies: BTreeMap<String, Tally> = BTreeMap::new();
@@ -102,7 +99,7 @@ async fn main() -> anyhow::Result<()> {
     }
     println!(
         "\nspeech ({}) per language: language detected | WER | threats rejected | harmless passed",
-        speech.name()
+        speech
     );
     let mut total = Tally::default();
     for (language, t) in &tallies {

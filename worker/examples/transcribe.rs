@@ -3,18 +3,18 @@
 //!
 //!     cargo run --release -p moderation-worker --example transcribe -- MODEL_DIR FILE...
 //!
-//! The model is `APP_SPEECH_MODEL`'s (`base`, the default, or `tiny.en`). Prints one line a
+//! The model is `APP_SPEECH_MODEL`'s (`base`, the default, or `tiny.en`; `WHISPER_PRODUCTS`:
+//! `common/speech.rs`). Prints one line a
 //! file, `FILE<TAB>SECONDS_OF_AUDIO<TAB>SECONDS_TAKEN<TAB>LANGUAGE<TAB>TRANSCRIPT`, then
 //! the process's peak and final resident memory on standard error. A development tool: the worker itself
 //! never prints a transcript.
 
+#[path = "common/speech.rs"]
+mod speech;
+
 use std::{path::PathBuf, time::Instant};
 
-use anyhow::Context;
-use moderation_worker::{
-    models::whisper::{SpeechModel, Whisper},
-    probe,
-};
+use moderation_worker::probe;
 
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args_os().skip(1);
@@ -22,11 +22,7 @@ fn main() -> anyhow::Result<()> {
         args.next()
             .ok_or_else(|| anyhow::anyhow!("usage: transcribe MODEL_DIR FILE..."))?,
     );
-    let model = match std::env::var("APP_SPEECH_MODEL") {
-        Ok(name) => SpeechModel::parse(&name).context("APP_SPEECH_MODEL: base or tiny.en")?,
-        Err(_) => SpeechModel::default(),
-    };
-    let whisper = Whisper::load(&dir, model)?;
+    let (whisper, _) = speech::load(&dir)?;
     for file in args {
         let bytes = bytes::Bytes::from(std::fs::read(&file)?);
         let length = probe::audio_duration(bytes.clone())?;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Speech-to-text speed of the worker's built-in Whisper (APP_SPEECH_MODEL: base, the default, or
-# tiny.en; candle, f32) against faster-whisper (CTranslate2, int8) on the same model, clips and
+# tiny.en; its linear layers in int8 where the CPU multiplies int8 exactly, else in f32, or as
+# WHISPER_PRODUCTS says) against faster-whisper (CTranslate2, int8) on the same model, clips and
 # threads: each one's speed as seconds of audio transcribed per second (x real time), and their
 # ratio (target >= 1.0), on the clips and on one long recording. Then the peak RSS of a process
 # holding Whisper after transcribing them. Both detect the language (base) or are told English
@@ -59,7 +60,8 @@ read -r worker worker_long < <(APP_SPEECH_MODEL=$MODEL RAYON_NUM_THREADS=$THREAD
     NR > 1 && NR <= clips + 1 { audio += $2; took += $3 }
     NR == clips + 2 { long = $2 / $3 }
     END { printf "%.2f %.2f\n", audio / took, long }')
-rss=$(cat "$RSS")
+rss=$(grep '^peak' "$RSS")
+products=$(grep -o 'linear layers in [a-z0-9]*' "$RSS")
 
 read -r reference reference_long < <("$MODEL_TESTS_VENV/bin/python" - "$CT2" "$THREADS" \
   "$MODEL" "$LONG" "${files[@]}" <<'PY'
@@ -91,7 +93,7 @@ PY
 ratio=$(python3 -c "print(f'{$worker / $reference:.2f}')")
 ratio_long=$(python3 -c "print(f'{$worker_long / $reference_long:.2f}')")
 echo "models-audio: Whisper $MODEL, ${#files[@]} Librivox clips, $THREADS threads"
-echo "  worker Whisper (candle, f32):        ${worker}x real time"
+echo "  worker Whisper ($products):  ${worker}x real time"
 echo "  faster-whisper (CTranslate2, int8):  ${reference}x real time"
 echo "  ratio worker / faster-whisper:       $ratio (target >= 1.0)"
 echo "  the clips joined twice ($(soxi -D "$LONG" | cut -d. -f1) s): worker ${worker_long}x," \

@@ -22,8 +22,9 @@ use moderation_tests::{
 use moderation_worker::{
     classify::{Policy, TextContent},
     models::{
+        int8_is_exact,
         text::{TextModel, DEFAULT_THRESHOLD},
-        whisper::{SpeechModel, Whisper},
+        whisper::{linear::Products, SpeechModel, Whisper},
         Inference,
     },
 };
@@ -119,6 +120,37 @@ fn whisper_hears_the_words_of_a_spoken_sentence() {
         text.contains("good morning") && text.contains("garden party"),
         "{text}"
     );
+}
+
+/// `text`'s words, lower-cased, without punctuation.
+fn words(text: &str) -> Vec<String> {
+    text.to_lowercase()
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|word| !word.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+#[ignore = "the model tier: needs scripts/models"]
+fn int8_linear_layers_hear_the_words_and_language_the_f32_ones_do() {
+    if !int8_is_exact() {
+        // Without exact int8 products (x86-64 without VNNI) the worker keeps f32.
+        assert_eq!(Products::for_this_cpu(), Products::F32);
+        return;
+    }
+    assert_eq!(Products::for_this_cpu(), Products::Int8);
+    let f32s = Whisper::load_with(&model_dir(), SpeechModel::Base, Products::F32).unwrap();
+
+    for (voice, sentence) in [("en", GREETING), ("en", THREAT), ("de", GERMAN_THREAT)] {
+        let clip = speak_in(voice, sentence);
+        let int8 = whisper().transcribe(clip.clone()).unwrap();
+        let f32 = f32s.transcribe(clip).unwrap();
+
+        assert_eq!(words(int8.text()), words(f32.text()), "{sentence}");
+        assert_eq!(int8.language(), Some(voice), "{sentence}");
+        assert_eq!(f32.language(), Some(voice), "{sentence}");
+    }
 }
 
 #[test]
