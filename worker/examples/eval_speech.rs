@@ -98,8 +98,7 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     println!(
-        "\nspeech ({}) per language: language detected | WER | threats rejected | harmless passed",
-        speech
+        "\nspeech ({speech}) per language: language detected | WER | threats rejected | harmless passed"
     );
     let mut total = Tally::default();
     for (language, t) in &tallies {
