@@ -7,7 +7,10 @@
 use std::path::Path;
 
 use anyhow::Context;
-use moderation_worker::models::whisper::{linear::Products, SpeechModel, Whisper};
+use moderation_worker::models::{
+    whisper::{SpeechModel, Whisper},
+    Products,
+};
 
 /// Whisper from the model directory `dir`, with the model's name; says on standard error how
 /// it multiplies.

@@ -28,6 +28,35 @@ pub fn int8_is_exact() -> bool {
     !rten_gemm::GemmExecutor::<u8, i8, i32>::default().may_saturate()
 }
 
+/// How a model's matrix products are computed: in f32, or in int8 where this CPU multiplies
+/// int8 exactly (MiniLM: which of its two files runs, `text/embed.rs`; Whisper: its linear
+/// layers, `whisper/linear.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Products {
+    F32,
+    Int8,
+}
+
+impl Products {
+    /// Int8 where this CPU's int8 products are exact ([`int8_is_exact`]), f32 where rten's
+    /// int8 kernel may saturate.
+    pub fn for_this_cpu() -> Self {
+        if int8_is_exact() {
+            Self::Int8
+        } else {
+            Self::F32
+        }
+    }
+
+    /// `f32` or `int8`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::F32 => "f32",
+            Self::Int8 => "int8",
+        }
+    }
+}
+
 /// Loads the built-in models at start-up, following `APP_LOCAL_MODELS`: a missing model is an
 /// error when they are required, else it is left out and [`Loader::finish`] warns once, naming
 /// `scripts/models`. Sets the gauge `classifier_model_loaded{model}` to 1 or 0 per model.

@@ -25,7 +25,7 @@ use moderation_shared::{
 use super::{
     language::{self, Route},
     multilingual::{self, Encoder},
-    Inference, InferenceFailed, Loader,
+    Inference, InferenceFailed, Loader, Products,
 };
 use crate::classify::{local, Policy, TextContent, Verdict};
 
@@ -36,7 +36,7 @@ pub mod prototypes;
 pub mod score;
 pub mod segment;
 
-use embed::{Embedder, Embedding, Products};
+use embed::{Embedder, Embedding};
 use profanity::Profanity;
 use score::Scorer;
 

@@ -34,7 +34,7 @@ use candle_transformers::models::whisper::Config;
 use moderation_shared::domain::FailureCode;
 use tokenizers::Tokenizer;
 
-use crate::failure::Failure;
+use crate::{failure::Failure, models::Products};
 
 /// `APP_SPEECH_MODEL`: which Whisper transcribes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -143,17 +143,13 @@ pub struct Whisper {
 
 impl Whisper {
     /// Loads `model` as prepared in `dir` (`APP_MODEL_DIR`), its linear layers in int8 where
-    /// this CPU multiplies int8 exactly, else in f32 ([`linear::Products::for_this_cpu`]).
+    /// this CPU multiplies int8 exactly, else in f32 ([`Products::for_this_cpu`]).
     pub fn load(dir: &Path, model: SpeechModel) -> anyhow::Result<Self> {
-        Self::load_with(dir, model, linear::Products::for_this_cpu())
+        Self::load_with(dir, model, Products::for_this_cpu())
     }
 
     /// Loads `model` as prepared in `dir`, its linear layers multiplying as `products` says.
-    pub fn load_with(
-        dir: &Path,
-        model: SpeechModel,
-        products: linear::Products,
-    ) -> anyhow::Result<Self> {
+    pub fn load_with(dir: &Path, model: SpeechModel, products: Products) -> anyhow::Result<Self> {
         let dir = dir.join(model.dir());
         let config: Config = serde_json::from_slice(
             &std::fs::read(dir.join("config.json")).context("reading whisper/config.json")?,
@@ -240,6 +236,15 @@ impl Whisper {
         )
         .map_err(|e| model_failed(e.into()))
     }
+}
+
+/// The largest magnitude in the f32 tensor `t`, for tests that compare tensors.
+#[cfg(test)]
+fn largest_magnitude(t: &candle_core::Tensor) -> f32 {
+    t.abs()
+        .and_then(|t| t.max_all())
+        .and_then(|t| t.to_scalar::<f32>())
+        .unwrap()
 }
 
 /// The ISO 639-1 code of a Whisper language code: most are one already; Javanese's is `jv`,

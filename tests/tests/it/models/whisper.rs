@@ -24,8 +24,8 @@ use moderation_worker::{
     models::{
         int8_is_exact,
         text::{TextModel, DEFAULT_THRESHOLD},
-        whisper::{linear::Products, SpeechModel, Whisper},
-        Inference,
+        whisper::{SpeechModel, Whisper},
+        Inference, Products,
     },
 };
 use reqwest::multipart::Form;

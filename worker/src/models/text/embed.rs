@@ -19,29 +19,13 @@ use rten::{NodeId, ValueOrView};
 use rten_tensor::{prelude::*, NdTensor};
 use tokenizers::{Tokenizer, TruncationParams};
 
-use crate::models::onnx::OnnxModel;
+use crate::models::{onnx::OnnxModel, Products};
 
-/// How MiniLM's matrix products are computed: which of its two files a worker runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Products {
-    /// `model.onnx`: the int8 weights widened to f32 at load, every product in f32.
-    F32,
-    /// `model-int8.onnx` (scripts/models.d/text.py): each product's input quantised to uint8
-    /// at run time (one scale a tensor), multiplied by the int8 weights into int32.
-    Int8,
-}
-
+/// Which of MiniLM's two files a worker runs: `model.onnx` (f32: the int8 weights widened to
+/// f32 at load, every product in f32) or `model-int8.onnx` (int8, scripts/models.d/text.py:
+/// each product's input quantised to uint8 at run time, one scale a tensor, multiplied by the
+/// int8 weights into int32).
 impl Products {
-    /// Int8 where this CPU's int8 products are exact ([`crate::models::int8_is_exact`]), f32
-    /// where rten's int8 kernel may saturate.
-    pub fn for_this_cpu() -> Self {
-        if crate::models::int8_is_exact() {
-            Self::Int8
-        } else {
-            Self::F32
-        }
-    }
-
     /// What a worker runs from the text model's directory `dir`: [`Self::for_this_cpu`], or
     /// f32 when `model-int8.onnx` is not there (a directory prepared before it existed).
     pub fn in_dir(dir: &Path) -> Self {

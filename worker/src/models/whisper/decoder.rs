@@ -7,10 +7,8 @@ use candle_core::{Device, Module, Result, Tensor, D};
 use candle_nn::{layer_norm, LayerNorm, VarBuilder};
 use candle_transformers::models::whisper::Config;
 
-use super::{
-    linear::{Linear, Products},
-    tokens::TokenEmbedding,
-};
+use super::{linear::Linear, tokens::TokenEmbedding};
+use crate::models::Products;
 
 const LAYER_NORM_EPS: f64 = 1e-5;
 

@@ -9,10 +9,8 @@ use candle_core::{Device, Module, Result, Tensor, D};
 use candle_nn::{conv1d, layer_norm, Conv1d, Conv1dConfig, LayerNorm, VarBuilder};
 use candle_transformers::models::whisper::Config;
 
-use super::{
-    linear::{Linear, Products},
-    ops,
-};
+use super::{linear::Linear, ops};
+use crate::models::Products;
 
 const LAYER_NORM_EPS: f64 = 1e-5;
 

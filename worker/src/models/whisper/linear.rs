@@ -23,37 +23,14 @@ use rayon::prelude::*;
 use rten_gemm::{GemmExecutor, GemmInputA, GemmInputB, GemmOptions, PackedBMatrix, QuantParams};
 use rten_tensor::NdTensorView;
 
+use crate::models::Products;
+
 /// Input rows one rayon task quantises or scales back.
 const ROWS_PER_PIECE: usize = 16;
 
-/// How Whisper's linear layers multiply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Products {
-    /// In f32, by candle.
-    F32,
-    /// In int8, by rten-gemm's int8 kernel for this CPU.
-    Int8,
-}
-
+/// Whisper's linear layers: in f32 by candle, or in int8 by rten-gemm's int8 kernel for this
+/// CPU.
 impl Products {
-    /// Int8 where this CPU's int8 products are exact ([`crate::models::int8_is_exact`]), else
-    /// f32.
-    pub fn for_this_cpu() -> Self {
-        if crate::models::int8_is_exact() {
-            Self::Int8
-        } else {
-            Self::F32
-        }
-    }
-
-    /// `f32` or `int8`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::F32 => "f32",
-            Self::Int8 => "int8",
-        }
-    }
-
     /// The layer `input` -> `output` named by `vb` (`weight`, and `bias` when `bias`).
     pub fn load(
         self,
@@ -276,23 +253,12 @@ mod tests {
         Tensor::from_vec(values, (rows, columns), &Device::Cpu).unwrap()
     }
 
+    /// The largest difference between `a` and `b`, and `b`'s largest magnitude.
     fn largest_difference(a: &Tensor, b: &Tensor) -> (f32, f32) {
-        let worst = (a - b)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .max_all()
-            .unwrap()
-            .to_scalar::<f32>()
-            .unwrap();
-        let scale = b
-            .abs()
-            .unwrap()
-            .max_all()
-            .unwrap()
-            .to_scalar::<f32>()
-            .unwrap();
-        (worst, scale)
+        (
+            super::super::largest_magnitude(&(a - b).unwrap()),
+            super::super::largest_magnitude(b),
+        )
     }
 
     #[test]

@@ -95,21 +95,8 @@ mod tests {
         ];
 
         for (ours, candles) in pairs {
-            let worst = (ours - &candles)
-                .unwrap()
-                .abs()
-                .unwrap()
-                .max_all()
-                .unwrap()
-                .to_scalar::<f32>()
-                .unwrap();
-            let scale = candles
-                .abs()
-                .unwrap()
-                .max_all()
-                .unwrap()
-                .to_scalar::<f32>()
-                .unwrap();
+            let worst = super::super::largest_magnitude(&(ours - &candles).unwrap());
+            let scale = super::super::largest_magnitude(&candles);
             assert!(worst <= 1e-6 * scale, "differs by {worst} (of {scale})");
         }
     }

@@ -19,7 +19,8 @@ use rayon::prelude::*;
 use rten_gemm::{GemmExecutor, GemmInputA, GemmInputB, GemmOptions, QuantParams};
 use rten_tensor::NdTensorView;
 
-use super::linear::{self, Products};
+use super::linear;
+use crate::models::Products;
 
 /// Vocabulary rows one rayon task projects onto.
 const ROWS_PER_PIECE: usize = 2048;
