@@ -18,7 +18,7 @@
 mod decode;
 mod decoder;
 mod encoder;
-pub mod linear;
+mod linear;
 pub mod mel;
 mod ops;
 pub mod pcm;
