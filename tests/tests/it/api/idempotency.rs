@@ -242,6 +242,28 @@ async fn the_same_key_from_another_account_creates_its_own_job() {
 }
 
 #[tokio::test]
+async fn keys_that_differ_only_in_case_are_different_keys() {
+    let app = spawn_app().await;
+    let key = app.account_with_key(None).await;
+    let form = || text_form("text", "hi");
+
+    let mut jobs = Vec::new();
+    for idem in ["Key-1", "key-1", "KEY-1", "kEy-1"] {
+        let (id, replayed) = accepted(submit_keyed(&app, "prompt", &key, idem, form()).await).await;
+        assert!(!replayed, "{idem:?} was taken for another key");
+        jobs.push(id);
+    }
+    let (again, replayed) =
+        accepted(submit_keyed(&app, "prompt", &key, "key-1", form()).await).await;
+
+    assert_eq!((again, replayed), (jobs[1], true));
+    jobs.sort();
+    jobs.dedup();
+    assert_eq!(jobs.len(), 4);
+    assert_eq!(job_count(&app).await, 4);
+}
+
+#[tokio::test]
 async fn a_replay_after_the_job_completed_answers_202_with_the_same_job() {
     let app = spawn_app().await;
     let key = app.account_with_key(None).await;
