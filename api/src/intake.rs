@@ -85,7 +85,7 @@ impl Submissions {
     /// the Redis round trips.
     async fn store(&self, jobs: &[NewJob]) -> Result<(Vec<bool>, Vec<Persisted>), DbError> {
         let client = self.pool.get().await?;
-        let mut stored = jobs::insert_many(&**client, jobs).await?;
+        let mut stored = jobs::insert_many(&client, jobs).await?;
         let mut answers: Vec<Persisted> = stored
             .iter()
             .map(|&s| {
@@ -159,7 +159,7 @@ impl Execute for Submissions {
 /// its key up and the job is inserted again, up to [`KEY_ROUNDS`] times. Marks what it stores
 /// in `stored` and `answers` as it goes, so an error leaves every answer given so far true.
 async fn resolve_held_keys(
-    client: &tokio_postgres::Client,
+    client: &deadpool_postgres::Client,
     jobs: &[NewJob],
     mut held: Vec<usize>,
     stored: &mut [bool],

@@ -103,7 +103,7 @@ impl TestApp {
         .expect("insert job");
         let id = DeliveryId::new();
         deliveries::insert_many(
-            &*tx,
+            &tx,
             &[NewDelivery {
                 id,
                 event: WebhookEvent::JobCompleted,

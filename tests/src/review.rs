@@ -29,7 +29,7 @@ impl TestApp {
         let mut client = self.db.pool.get().await.expect("connect");
         let tx = client.transaction().await.expect("begin");
         let stored = insert_many(
-            &*tx,
+            &tx,
             &[NewJob {
                 id: job,
                 account_id: account,
@@ -50,7 +50,7 @@ impl TestApp {
             stamp: None,
             outcome: JobOutcome::Decided(Box::new(decision)),
         };
-        let answers = finish_many(&*tx, &[result]).await.expect("finish");
+        let answers = finish_many(&tx, &[result]).await.expect("finish");
         assert!(matches!(answers[0], Finish::Done(_)), "{:?}", answers[0]);
         tx.commit().await.expect("commit");
         job

@@ -35,7 +35,7 @@ impl TestApp {
                 ..Decision::default()
             })),
         };
-        let answers = finish_many(&*tx, &[result]).await.expect("finish");
+        let answers = finish_many(&tx, &[result]).await.expect("finish");
         assert!(matches!(answers[0], Finish::Done(_)), "{:?}", answers[0]);
         tx.commit().await.expect("commit");
         job

@@ -101,7 +101,7 @@ async fn submit(
     };
     {
         let client = state.pool.get().await.map_err(anyhow::Error::from)?;
-        jobs::insert_many(&**client, std::slice::from_ref(&job)).await?;
+        jobs::insert_many(&client, std::slice::from_ref(&job)).await?;
     }
     if let Err(err) = state.queue.enqueue_many(modality, &[id]).await {
         // Stored: the relay enqueues it once Redis is back.

@@ -70,10 +70,10 @@ pub async fn insert_many(
     let targets: Vec<&str> = deliveries.iter().map(|d| d.target_url.as_str()).collect();
     let bodies: Vec<&[u8]> = deliveries.iter().map(|d| d.body.as_slice()).collect();
     let to_account: Vec<bool> = deliveries.iter().map(|d| d.to_account_url).collect();
-    client
-        .query_typed(
-            &format!(
-                "WITH new AS ( \
+    super::insert_batch(
+        client,
+        &format!(
+            "WITH new AS ( \
                      INSERT INTO deliveries (id, event, job_id, account_id, target_url, body, \
                                              to_account_url, state, held_at, scheduled_at, \
                                              next_attempt_at) \
@@ -89,19 +89,19 @@ pub async fn insert_many(
                      RETURNING state) \
                  SELECT pg_notify($6, '') \
                  WHERE EXISTS (SELECT FROM new WHERE state = 'pending')"
-            ),
-            &[
-                (&ids, Type::UUID_ARRAY),
-                (&jobs, Type::UUID_ARRAY),
-                (&accounts, Type::UUID_ARRAY),
-                (&targets, Type::TEXT_ARRAY),
-                (&bodies, Type::BYTEA_ARRAY),
-                (&CHANNEL, Type::TEXT),
-                (&events, Type::TEXT_ARRAY),
-                (&to_account, Type::BOOL_ARRAY),
-            ],
-        )
-        .await?;
+        ),
+        &[
+            (&ids, Type::UUID_ARRAY),
+            (&jobs, Type::UUID_ARRAY),
+            (&accounts, Type::UUID_ARRAY),
+            (&targets, Type::TEXT_ARRAY),
+            (&bodies, Type::BYTEA_ARRAY),
+            (&CHANNEL, Type::TEXT),
+            (&events, Type::TEXT_ARRAY),
+            (&to_account, Type::BOOL_ARRAY),
+        ],
+    )
+    .await?;
     Ok(())
 }
 

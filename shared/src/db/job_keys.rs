@@ -6,6 +6,7 @@ use tokio_postgres::{types::Type, Row};
 
 use super::{BatchClient, DbError, GenericClient};
 use crate::domain::{AccountId, IdempotencyKey, JobId, RequestFingerprint};
+use tokio_postgres::GenericClient as _;
 
 /// The job holding an account's key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +43,7 @@ pub async fn holders(
     let accounts: Vec<uuid::Uuid> = keys.iter().map(|(account, _)| account.0).collect();
     let names: Vec<&str> = keys.iter().map(|(_, key)| key.as_str()).collect();
     let rows = client
+        .unnamed()
         .query_typed(
             "SELECT k.ord, i.job_id, i.fingerprint, i.created_at
              FROM unnest($1::uuid[], $2::text[]) WITH ORDINALITY AS k(account_id, key, ord)
@@ -76,6 +78,7 @@ pub async fn release(
     let accounts: Vec<uuid::Uuid> = keys.iter().map(|(account, _)| account.0).collect();
     let names: Vec<&str> = keys.iter().map(|(_, key)| key.as_str()).collect();
     let rows = client
+        .unnamed()
         .query_typed(
             "DELETE FROM idempotency_keys i
              USING unnest($1::uuid[], $2::text[]) AS k(account_id, key)

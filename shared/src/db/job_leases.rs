@@ -13,6 +13,7 @@ use tokio_postgres::types::Type;
 
 use super::{BatchClient, DbError};
 use crate::domain::{ClaimToken, JobId, Modality};
+use tokio_postgres::GenericClient as _;
 
 /// Extends to `lease` from now the lease of each job of `held` that its token still holds.
 /// Returns how many were extended (a job rescued or taken over meanwhile is not).
@@ -25,6 +26,7 @@ pub async fn renew(
     let tokens: Vec<uuid::Uuid> = held.iter().map(|(_, token)| token.0).collect();
     let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
     Ok(client
+        .unnamed()
         .execute_typed(
             "UPDATE open_jobs SET locked_until = now() + $3 * interval '1 millisecond'
              FROM unnest($1::uuid[], $2::uuid[]) AS h(id, token)
@@ -63,6 +65,7 @@ pub async fn take_expired(
     max_tries: i32,
 ) -> Result<Expired, DbError> {
     let rows = client
+        .unnamed()
         .query_typed(
             "SELECT o.job_id AS id, j.attempts FROM open_jobs o JOIN jobs j ON j.id = o.job_id
              WHERE o.status = 'processing' AND o.type = $1 AND o.locked_until < now()
@@ -84,6 +87,7 @@ pub async fn take_expired(
     if !expired.requeued.is_empty() {
         let ids: Vec<uuid::Uuid> = expired.requeued.iter().map(|id| id.0).collect();
         client
+            .unnamed()
             .execute_typed(
                 "WITH requeued AS (
                      UPDATE jobs SET status = 'queued', stage = 'queued', claim_token = NULL,

@@ -55,30 +55,30 @@ pub async fn insert_many(client: &impl BatchClient, rows: &[NewScores<'_>]) -> R
         .collect();
     let custom: Vec<Option<serde_json::Value>> =
         rows.iter().map(|r| r.decision.custom_scores()).collect();
-    client
-        .query_typed(
-            "INSERT INTO job_scores (job_id, account_id, prohibited, listed, policy_version, \
+    super::insert_batch(
+        client,
+        "INSERT INTO job_scores (job_id, account_id, prohibited, listed, policy_version, \
                                      harassment, hate, violence, self_harm, sexual, nsfw, custom) \
              SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::bool[], $4::bool[], $5::int4[], \
                                   $6::int2[], $7::int2[], $8::int2[], $9::int2[], $10::int2[], \
                                   $11::int2[], $12::jsonb[]) \
              ON CONFLICT DO NOTHING",
-            &[
-                (&ids, Type::UUID_ARRAY),
-                (&accounts, Type::UUID_ARRAY),
-                (&prohibited, Type::BOOL_ARRAY),
-                (&listed, Type::BOOL_ARRAY),
-                (&versions, Type::INT4_ARRAY),
-                (&fixed[0], Type::INT2_ARRAY),
-                (&fixed[1], Type::INT2_ARRAY),
-                (&fixed[2], Type::INT2_ARRAY),
-                (&fixed[3], Type::INT2_ARRAY),
-                (&fixed[4], Type::INT2_ARRAY),
-                (&fixed[5], Type::INT2_ARRAY),
-                (&custom, Type::JSONB_ARRAY),
-            ],
-        )
-        .await?;
+        &[
+            (&ids, Type::UUID_ARRAY),
+            (&accounts, Type::UUID_ARRAY),
+            (&prohibited, Type::BOOL_ARRAY),
+            (&listed, Type::BOOL_ARRAY),
+            (&versions, Type::INT4_ARRAY),
+            (&fixed[0], Type::INT2_ARRAY),
+            (&fixed[1], Type::INT2_ARRAY),
+            (&fixed[2], Type::INT2_ARRAY),
+            (&fixed[3], Type::INT2_ARRAY),
+            (&fixed[4], Type::INT2_ARRAY),
+            (&fixed[5], Type::INT2_ARRAY),
+            (&custom, Type::JSONB_ARRAY),
+        ],
+    )
+    .await?;
     Ok(())
 }
 

@@ -23,6 +23,7 @@ use crate::{
     },
     outcome::JobOutcome,
 };
+use tokio_postgres::GenericClient as _;
 
 /// A job row as the read endpoints show it.
 #[derive(Debug, Clone)]
@@ -185,10 +186,10 @@ pub async fn insert_many(client: &impl BatchClient, jobs: &[NewJob]) -> Result<V
     } else {
         ("", "")
     };
-    let rows = client
-        .query_typed(
-            &format!(
-                "WITH input AS ( \
+    let rows = super::insert_batch(
+        client,
+        &format!(
+            "WITH input AS ( \
                  SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], \
                                       $5::text[], $6::jsonb[], $7::text[], $8::text[], \
                                       $9::bytea[]) \
@@ -217,21 +218,21 @@ pub async fn insert_many(client: &impl BatchClient, jobs: &[NewJob]) -> Result<V
                  ON CONFLICT (account_id, day, type, shard) \
                  DO UPDATE SET count = usage_days.count + EXCLUDED.count) \
              SELECT id FROM stored"
-            ),
-            &[
-                (&ids, Type::UUID_ARRAY),
-                (&accounts, Type::UUID_ARRAY),
-                (&keys, Type::UUID_ARRAY),
-                (&types, Type::TEXT_ARRAY),
-                (&contents, Type::TEXT_ARRAY),
-                (&messages, Type::JSONB_ARRAY),
-                (&webhooks, Type::TEXT_ARRAY),
-                (&idempotency_keys, Type::TEXT_ARRAY),
-                (&fingerprints, Type::BYTEA_ARRAY),
-                (&shard, Type::INT2),
-            ],
-        )
-        .await?;
+        ),
+        &[
+            (&ids, Type::UUID_ARRAY),
+            (&accounts, Type::UUID_ARRAY),
+            (&keys, Type::UUID_ARRAY),
+            (&types, Type::TEXT_ARRAY),
+            (&contents, Type::TEXT_ARRAY),
+            (&messages, Type::JSONB_ARRAY),
+            (&webhooks, Type::TEXT_ARRAY),
+            (&idempotency_keys, Type::TEXT_ARRAY),
+            (&fingerprints, Type::BYTEA_ARRAY),
+            (&shard, Type::INT2),
+        ],
+    )
+    .await?;
     let stored = rows
         .iter()
         .map(|r| r.try_get("id"))
@@ -520,6 +521,7 @@ pub async fn finish_many(
     // when statistics lag behind a growing queue.
     let table = partition::table_of("jobs", columns.ids.iter().copied(), clock::now());
     let rows = client
+        .unnamed()
         .query_typed(
             &format!(
             "WITH ended AS ( \
@@ -654,6 +656,7 @@ async fn finished_before(
     let ids: Vec<uuid::Uuid> = indexes.iter().map(|&i| results[i].id.0).collect();
     let tokens: Vec<uuid::Uuid> = indexes.iter().map(|&i| results[i].token.0).collect();
     let rows = client
+        .unnamed()
         .query_typed(
             "SELECT r.ord, j.created_at, j.completed_at, d.id AS delivery_id
              FROM unnest($1::uuid[], $2::uuid[]) WITH ORDINALITY AS r(id, token, ord)
@@ -694,6 +697,7 @@ async fn still_held(
     let ids: Vec<uuid::Uuid> = indexes.iter().map(|&i| results[i].id.0).collect();
     let tokens: Vec<uuid::Uuid> = indexes.iter().map(|&i| results[i].token.0).collect();
     let rows = client
+        .unnamed()
         .query_typed(
             "SELECT r.ord FROM unnest($1::uuid[], $2::uuid[]) WITH ORDINALITY AS r(id, token, ord)
              JOIN jobs j ON j.id = r.id AND j.claim_token = r.token AND j.status = 'processing'",
@@ -891,7 +895,10 @@ pub async fn claim_many(
     ];
     // The month's partition when it surely holds the jobs (see `partition`).
     let table = partition::table_of("jobs", ids.iter().copied(), clock::now());
-    let rows = client.query_typed(&claim_sql(&table), &params).await?;
+    let rows = client
+        .unnamed()
+        .query_typed(&claim_sql(&table), &params)
+        .await?;
     let mut claims = vec![Claim::Duplicate; requests.len()];
     for row in rows {
         let Some(index) = ordinal(row.get("ord"), requests.len()) else {
@@ -917,6 +924,7 @@ pub async fn claim_many(
     let ids: Vec<uuid::Uuid> = unanswered.iter().map(|&i| requests[i].id.0).collect();
     let redeliveries: Vec<bool> = unanswered.iter().map(|&i| requests[i].redelivery).collect();
     let exhausted = client
+        .unnamed()
         .query_typed(
             "SELECT r.ord FROM unnest($2::uuid[], $3::bool[]) WITH ORDINALITY AS r(id, redelivery, ord)
              JOIN LATERAL (SELECT status, attempts FROM jobs WHERE jobs.id = r.id) j ON true

@@ -4,20 +4,24 @@
 //! transaction, and they use `prepare_cached`.
 //!
 //! The batch statements (many rows by key, from arrays: `... FROM unnest($1::uuid[]) r WHERE
-//! t.id = r.id`) are the exception: they take a [`BatchClient`] and go out as unnamed
-//! statements, so Postgres plans each for its own batch and table. A cached generic plan is
-//! made once, from statistics that lag far behind a table growing by thousands of rows a
-//! second; for these joins it went stale into hashing the batch and scanning the whole table
-//! every time.
+//! t.id = r.id`) are the exception: they take a [`BatchClient`], and those that read a table
+//! go out as unnamed statements ([`BatchClient::unnamed`]), so Postgres plans each for its own
+//! batch and table. A cached generic plan is made once, from statistics that lag far behind a
+//! table growing by thousands of rows a second; for these joins it went stale into hashing the
+//! batch and scanning the whole table every time. The batch inserts read no table that grows by
+//! the second (the deliveries' looks an endpoint up by its unique key), so no plan of theirs
+//! can go stale: they are prepared once per connection ([`insert_batch`]), which spares
+//! Postgres parsing them on every call.
 
 use std::{str::FromStr, time::Duration};
 
 pub use deadpool_postgres::{GenericClient, Pool};
 use deadpool_postgres::{Manager, ManagerConfig, RecyclingMethod, Runtime};
-/// A connection or transaction that sends statements unnamed (see the module documentation):
-/// `&**pooled` or `&*transaction`.
-pub use tokio_postgres::GenericClient as BatchClient;
-use tokio_postgres::{error::SqlState, NoTls, Row};
+use tokio_postgres::{
+    error::SqlState,
+    types::{ToSql, Type},
+    NoTls, Row,
+};
 
 use crate::config::{postgres_config, ConfigError, DatabaseSettings, PG_CONNECT_TIMEOUT};
 
@@ -117,6 +121,47 @@ pub fn connection_lost(err: &tokio_postgres::Error) -> bool {
                 std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidData
             )
         })
+}
+
+/// A pooled connection or a transaction of one (`&pooled` or `&transaction`) that runs batch
+/// statements (see the module documentation): prepared ones through its statement cache, and
+/// unnamed ones through the connection underneath.
+pub trait BatchClient: GenericClient {
+    /// The connection or transaction underneath, which sends statements unnamed.
+    type Unnamed: tokio_postgres::GenericClient + Sync;
+
+    /// See [`BatchClient::Unnamed`].
+    fn unnamed(&self) -> &Self::Unnamed;
+}
+
+impl BatchClient for deadpool_postgres::Client {
+    type Unnamed = tokio_postgres::Client;
+
+    fn unnamed(&self) -> &tokio_postgres::Client {
+        self
+    }
+}
+
+impl<'a> BatchClient for deadpool_postgres::Transaction<'a> {
+    type Unnamed = tokio_postgres::Transaction<'a>;
+
+    fn unnamed(&self) -> &tokio_postgres::Transaction<'a> {
+        self
+    }
+}
+
+/// Runs the batch insert `sql` with `params` (each with its type), prepared once per
+/// connection, so Postgres parses it once (see the module documentation for why no plan of
+/// it can go stale).
+async fn insert_batch(
+    client: &impl BatchClient,
+    sql: &str,
+    params: &[(&(dyn ToSql + Sync), Type)],
+) -> Result<Vec<Row>, DbError> {
+    let types: Vec<Type> = params.iter().map(|(_, ty)| ty.clone()).collect();
+    let statement = client.prepare_typed_cached(sql, &types).await?;
+    let values: Vec<&(dyn ToSql + Sync)> = params.iter().map(|&(value, _)| value).collect();
+    Ok(client.query(&statement, &values).await?)
 }
 
 /// Reads the text column `column` of `row` as a domain word.

@@ -136,22 +136,22 @@ pub async fn insert_many(client: &impl BatchClient, items: &[NewItem]) -> Result
         })
         .collect();
     let appeals: Vec<Option<Uuid>> = items.iter().map(|i| i.appeal_id.map(|a| a.0)).collect();
-    client
-        .query_typed(
-            "INSERT INTO review_items (id, job_id, account_id, job_type, reasons, appeal_id) \
+    super::insert_batch(
+        client,
+        "INSERT INTO review_items (id, job_id, account_id, job_type, reasons, appeal_id) \
              SELECT id, job_id, account_id, job_type, string_to_array(reasons, ','), appeal_id \
              FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], \
                          $6::uuid[]) AS i(id, job_id, account_id, job_type, reasons, appeal_id)",
-            &[
-                (&ids, Type::UUID_ARRAY),
-                (&jobs, Type::UUID_ARRAY),
-                (&accounts, Type::UUID_ARRAY),
-                (&types, Type::TEXT_ARRAY),
-                (&reasons, Type::TEXT_ARRAY),
-                (&appeals, Type::UUID_ARRAY),
-            ],
-        )
-        .await?;
+        &[
+            (&ids, Type::UUID_ARRAY),
+            (&jobs, Type::UUID_ARRAY),
+            (&accounts, Type::UUID_ARRAY),
+            (&types, Type::TEXT_ARRAY),
+            (&reasons, Type::TEXT_ARRAY),
+            (&appeals, Type::UUID_ARRAY),
+        ],
+    )
+    .await?;
     Ok(())
 }
 

@@ -147,7 +147,7 @@ impl Relay {
         let mut client = self.pool.get().await.map_err(DbError::from)?;
         let tx = client.transaction().await?;
         let expired =
-            db::job_leases::take_expired(&*tx, modality, RESCUE_LIMIT, JOB_MAX_TRIES).await?;
+            db::job_leases::take_expired(&tx, modality, RESCUE_LIMIT, JOB_MAX_TRIES).await?;
         let results: Vec<JobResult> = expired
             .exhausted
             .iter()
@@ -159,7 +159,7 @@ impl Relay {
             })
             .collect();
         if !results.is_empty() {
-            db::jobs::finish_many(&*tx, &results).await?;
+            db::jobs::finish_many(&tx, &results).await?;
         }
         tx.commit().await?;
         for &job in &expired.exhausted {

@@ -489,7 +489,7 @@ async fn a_claim_commits_unflushed_and_nothing_else_does() {
     let before: String = client.query_one(setting, &[]).await.unwrap().get(0);
     // In a transaction only to look at the setting before the claim's commit.
     let tx = client.transaction().await.unwrap();
-    let claims = claim_many(&*tx, &[request], 5, Duration::from_secs(60))
+    let claims = claim_many(&tx, &[request], 5, Duration::from_secs(60))
         .await
         .unwrap();
     let during: String = tx.query_one(setting, &[]).await.unwrap().get(0);

@@ -81,14 +81,9 @@ async fn claim(app: &TestApp, job: JobId, token: ClaimToken, redelivery: bool) -
         redelivery,
         first_stage: JobStage::Classifying,
     };
-    let mut claims = claim_many(
-        &**client,
-        &[request],
-        JOB_MAX_TRIES,
-        Duration::from_secs(60),
-    )
-    .await
-    .unwrap();
+    let mut claims = claim_many(&client, &[request], JOB_MAX_TRIES, Duration::from_secs(60))
+        .await
+        .unwrap();
     claims.pop().unwrap()
 }
 
@@ -101,7 +96,7 @@ async fn finish(app: &TestApp, job: JobId, token: ClaimToken) -> Option<Option<u
         stamp: None,
         outcome: JobOutcome::Decided(Box::default()),
     };
-    let mut finished = finish_many(&*tx, &[result]).await.unwrap();
+    let mut finished = finish_many(&tx, &[result]).await.unwrap();
     tx.commit().await.unwrap();
     match finished.pop().unwrap() {
         Finish::Done(f) => Some(f.delivery_id.map(|d| d.0)),

@@ -56,7 +56,7 @@ impl Leases {
             return Ok(());
         }
         let client = pool.get().await?;
-        let renewed = db::job_leases::renew(&**client, &held, lease).await?;
+        let renewed = db::job_leases::renew(&client, &held, lease).await?;
         if renewed < held.len() as u64 {
             tracing::debug!(
                 held = held.len(),

@@ -85,7 +85,7 @@ impl Execute for Claims {
 
     async fn execute(&self, requests: &[ClaimRequest]) -> Result<Vec<Claim>, DbError> {
         let client = self.pool.get().await?;
-        db::jobs::claim_many(&**client, requests, JOB_MAX_TRIES, self.lease).await
+        db::jobs::claim_many(&client, requests, JOB_MAX_TRIES, self.lease).await
     }
 }
 
@@ -99,7 +99,7 @@ impl Execute for Results {
     async fn execute(&self, results: &[JobResult]) -> Result<Vec<Finish>, DbError> {
         let mut client = self.0.get().await?;
         let tx = client.transaction().await?;
-        let finished = db::jobs::finish_many(&*tx, results).await?;
+        let finished = db::jobs::finish_many(&tx, results).await?;
         tx.commit().await?;
         Ok(finished)
     }

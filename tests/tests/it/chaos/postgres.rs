@@ -267,7 +267,7 @@ async fn a_claim_commits_without_waiting_for_a_synchronous_standby_and_other_wri
 
     let claimed = tokio::time::timeout(
         Duration::from_secs(10),
-        claim_many(&**client, &[request], 5, Duration::from_secs(60)),
+        claim_many(&client, &[request], 5, Duration::from_secs(60)),
     )
     .await;
     let waited = tokio::time::timeout(

@@ -30,7 +30,7 @@ async fn finish(app: &TestApp, job: uuid::Uuid) -> Option<Finished> {
         stamp: None,
         outcome,
     };
-    let mut finished = moderation_shared::db::jobs::finish_many(&*tx, &[result])
+    let mut finished = moderation_shared::db::jobs::finish_many(&tx, &[result])
         .await
         .unwrap();
     tx.commit().await.unwrap();
@@ -210,7 +210,7 @@ async fn one_batch_naming_a_job_twice_claims_and_finishes_it_once_and_answers_in
             outcome: passed.clone(),
         })
         .collect();
-    let finished = finish_many(&*tx, &results).await.unwrap();
+    let finished = finish_many(&tx, &results).await.unwrap();
     tx.commit().await.unwrap();
 
     let done = |f: &Finish| matches!(f, Finish::Done(_));
@@ -285,7 +285,7 @@ async fn claim(
             first_stage: moderation_shared::domain::JobStage::Classifying,
         })
         .collect();
-    claim_many(&***client, &requests, 5, Duration::from_secs(60))
+    claim_many(client, &requests, 5, Duration::from_secs(60))
         .await
         .unwrap()
 }

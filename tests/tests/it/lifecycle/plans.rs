@@ -185,7 +185,7 @@ async fn the_workers_claim_and_finish_read_the_one_partition_of_the_job() {
     a_year_of_jobs(&app, account).await;
     let job = JobId::new();
     let client = app.db.pool.get().await.unwrap();
-    let raw: &tokio_postgres::Client = &client;
+    let raw = &client;
     jobs::insert_many(
         raw,
         &[NewJob {
@@ -249,7 +249,7 @@ async fn wrote_through_the_table(client: &tokio_postgres::Client) -> bool {
 
 /// Claims `job` and fails it, each in a transaction of its own: whether each wrote through the
 /// table `jobs`, and the job's status after the finish.
-async fn claim_and_finish(client: &tokio_postgres::Client, job: JobId) -> (bool, bool, String) {
+async fn claim_and_finish(client: &deadpool_postgres::Client, job: JobId) -> (bool, bool, String) {
     let token = ClaimToken::new();
     client.batch_execute("BEGIN").await.unwrap();
     let claims = jobs::claim_many(
@@ -299,7 +299,7 @@ async fn the_claim_and_finish_name_this_months_partition_and_reach_older_jobs_th
     let month_before = JobRow::new(account, "text", "the month before", before);
     month_before.insert(&app.db.pool).await;
     let client = app.db.pool.get().await.unwrap();
-    let raw: &tokio_postgres::Client = &client;
+    let raw = &client;
 
     let (claim_now, finish_now, status_now) = claim_and_finish(raw, JobId(this_month.id)).await;
     let (claim_before, finish_before, status_before) =
@@ -320,7 +320,7 @@ async fn the_workers_claim_and_finish_read_jobs_by_id_while_statistics_lag_behin
     let app = spawn_app().await;
     let account = app.create_account().await;
     let client = app.db.pool.get().await.unwrap();
-    let raw: &tokio_postgres::Client = &client;
+    let raw = &client;
     // Statistics taken while the month held 5,000 finished jobs and 10 queued, then 20,000
     // queued behind them that no ANALYZE has seen: a saturated fleet's queue.
     let current = this_months_jobs_without_autovacuum(raw).await;
@@ -405,7 +405,7 @@ async fn every_update_of_a_job_by_the_worker_and_the_rescuer_is_hot() {
     let token = ClaimToken::new();
 
     // The first job: claimed, its lease renewed, moved on a stage, ended.
-    let raw: &tokio_postgres::Client = &client;
+    let raw = &client;
     let claims = jobs::claim_many(raw, &first_claims(&[first, second], token), 3, lease)
         .await
         .unwrap();
@@ -438,7 +438,7 @@ async fn every_update_of_a_job_by_the_worker_and_the_rescuer_is_hot() {
     let deadline = std::time::Instant::now() + StdDuration::from_secs(10);
     let rescued = loop {
         let tx = client.transaction().await.unwrap();
-        let expired = job_leases::take_expired(&*tx, Modality::Text, 10, 3)
+        let expired = job_leases::take_expired(&tx, Modality::Text, 10, 3)
             .await
             .unwrap();
         tx.commit().await.unwrap();
@@ -478,7 +478,7 @@ async fn a_generic_plan_of_the_claim_made_while_the_month_was_small_reads_by_id_
     let app = spawn_app().await;
     let account = app.create_account().await;
     let client = app.db.pool.get().await.unwrap();
-    let raw: &tokio_postgres::Client = &client;
+    let raw = &client;
     // The first minutes of a month: a handful of jobs, analyzed; then 20,000 more that no
     // ANALYZE has seen (none would invalidate a plan the connection kept). The claim is sent
     // unnamed, so no plan outlives its call: as a prepared statement, the generic plan made
@@ -576,4 +576,41 @@ async fn the_dispatchers_claim_reads_partitions_by_their_due_index_only() {
         .unwrap()
         .get(0);
     assert_eq!(holding, 0, "{read:?}");
+}
+
+/// The batch inserts read no table that grows, so they go out prepared once per connection
+/// (see `shared/src/db/mod.rs`): ten submissions' inserts of 1 to 10 jobs on one connection
+/// are one prepared statement, parsed once and executed ten times.
+#[tokio::test]
+async fn the_submissions_insert_is_prepared_once_per_connection() {
+    let app = spawn_app().await;
+    let account = app.create_account().await;
+    let client = app.db.pool.get().await.unwrap();
+    for size in 1..=10 {
+        let batch: Vec<NewJob> = (0..size)
+            .map(|n| NewJob {
+                id: JobId::new(),
+                account_id: account,
+                api_key_id: None,
+                modality: Modality::Text,
+                content: format!("batch of {size}, job {n}"),
+                messages: None,
+                webhook_url: None,
+                idempotency: None,
+            })
+            .collect();
+        let stored = jobs::insert_many(&client, &batch).await.unwrap();
+        assert_eq!(stored, vec![true; size]);
+    }
+
+    let prepared = client
+        .query(
+            "SELECT generic_plans + custom_plans FROM pg_prepared_statements \
+             WHERE statement LIKE 'WITH input AS%INSERT INTO jobs%'",
+            &[],
+        )
+        .await
+        .unwrap();
+    let executions: Vec<i64> = prepared.iter().map(|row| row.get(0)).collect();
+    assert_eq!(executions, [10]);
 }
