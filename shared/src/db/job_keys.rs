@@ -2,11 +2,10 @@
 //! keys past their 24 hours. `jobs::insert_many` stores the keys.
 
 use time::OffsetDateTime;
-use tokio_postgres::{types::Type, Row};
+use tokio_postgres::{types::Type, GenericClient as _, Row};
 
 use super::{BatchClient, DbError, GenericClient};
 use crate::domain::{AccountId, IdempotencyKey, JobId, RequestFingerprint};
-use tokio_postgres::GenericClient as _;
 
 /// The job holding an account's key.
 #[derive(Debug, Clone, PartialEq, Eq)]

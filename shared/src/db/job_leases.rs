@@ -9,11 +9,10 @@
 
 use std::time::Duration;
 
-use tokio_postgres::types::Type;
+use tokio_postgres::{types::Type, GenericClient as _};
 
 use super::{BatchClient, DbError};
 use crate::domain::{ClaimToken, JobId, Modality};
-use tokio_postgres::GenericClient as _;
 
 /// Extends to `lease` from now the lease of each job of `held` that its token still holds.
 /// Returns how many were extended (a job rescued or taken over meanwhile is not).

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use time::OffsetDateTime;
 use tokio_postgres::{
     types::{Json, ToSql, Type},
-    Row,
+    GenericClient as _, Row,
 };
 
 use super::{
@@ -23,7 +23,6 @@ use crate::{
     },
     outcome::JobOutcome,
 };
-use tokio_postgres::GenericClient as _;
 
 /// A job row as the read endpoints show it.
 #[derive(Debug, Clone)]

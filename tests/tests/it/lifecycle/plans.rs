@@ -185,9 +185,8 @@ async fn the_workers_claim_and_finish_read_the_one_partition_of_the_job() {
     a_year_of_jobs(&app, account).await;
     let job = JobId::new();
     let client = app.db.pool.get().await.unwrap();
-    let raw = &client;
     jobs::insert_many(
-        raw,
+        &client,
         &[NewJob {
             id: job,
             account_id: account,
@@ -206,7 +205,7 @@ async fn the_workers_claim_and_finish_read_the_one_partition_of_the_job() {
     let before = partition_reads(&client, "jobs").await;
     let token = ClaimToken::new();
     let claims = jobs::claim_many(
-        raw,
+        &client,
         &first_claims(&[job], token),
         3,
         StdDuration::from_secs(60),
@@ -222,7 +221,7 @@ async fn the_workers_claim_and_finish_read_the_one_partition_of_the_job() {
     assert_eq!(names(&read), [current.as_str()], "claim: {read:?}");
 
     let before = partition_reads(&client, "jobs").await;
-    let finished = jobs::finish_many(raw, &failures(&[job], token))
+    let finished = jobs::finish_many(&client, &failures(&[job], token))
         .await
         .unwrap();
     let after = partition_reads(&client, "jobs").await;
@@ -299,11 +298,10 @@ async fn the_claim_and_finish_name_this_months_partition_and_reach_older_jobs_th
     let month_before = JobRow::new(account, "text", "the month before", before);
     month_before.insert(&app.db.pool).await;
     let client = app.db.pool.get().await.unwrap();
-    let raw = &client;
 
-    let (claim_now, finish_now, status_now) = claim_and_finish(raw, JobId(this_month.id)).await;
+    let (claim_now, finish_now, status_now) = claim_and_finish(&client, JobId(this_month.id)).await;
     let (claim_before, finish_before, status_before) =
-        claim_and_finish(raw, JobId(month_before.id)).await;
+        claim_and_finish(&client, JobId(month_before.id)).await;
 
     // This month's partition is written by name (planned as a plain table is); a job of
     // another month is written through the table. Both end.
@@ -320,10 +318,9 @@ async fn the_workers_claim_and_finish_read_jobs_by_id_while_statistics_lag_behin
     let app = spawn_app().await;
     let account = app.create_account().await;
     let client = app.db.pool.get().await.unwrap();
-    let raw = &client;
     // Statistics taken while the month held 5,000 finished jobs and 10 queued, then 20,000
     // queued behind them that no ANALYZE has seen: a saturated fleet's queue.
-    let current = this_months_jobs_without_autovacuum(raw).await;
+    let current = this_months_jobs_without_autovacuum(&client).await;
     let insert = |status: &'static str, count: i64| {
         let client = &client;
         async move {
@@ -368,14 +365,14 @@ async fn the_workers_claim_and_finish_read_jobs_by_id_while_statistics_lag_behin
 
     let before = index_scans(&client, &current).await;
     let claims = jobs::claim_many(
-        raw,
+        &client,
         &first_claims(&ids, token),
         3,
         StdDuration::from_secs(60),
     )
     .await
     .unwrap();
-    let finished = jobs::finish_many(raw, &failures(&ids, token))
+    let finished = jobs::finish_many(&client, &failures(&ids, token))
         .await
         .unwrap();
     let after = index_scans(&client, &current).await;
@@ -405,13 +402,12 @@ async fn every_update_of_a_job_by_the_worker_and_the_rescuer_is_hot() {
     let token = ClaimToken::new();
 
     // The first job: claimed, its lease renewed, moved on a stage, ended.
-    let raw = &client;
-    let claims = jobs::claim_many(raw, &first_claims(&[first, second], token), 3, lease)
+    let claims = jobs::claim_many(&client, &first_claims(&[first, second], token), 3, lease)
         .await
         .unwrap();
     assert!(claims.iter().all(|c| matches!(c, jobs::Claim::Claimed(_))));
     assert_eq!(
-        job_leases::renew(raw, &[(first, token)], lease)
+        job_leases::renew(&client, &[(first, token)], lease)
             .await
             .unwrap(),
         1
@@ -419,7 +415,7 @@ async fn every_update_of_a_job_by_the_worker_and_the_rescuer_is_hot() {
     jobs::set_stage(&client, first, JobStage::Fetching)
         .await
         .unwrap();
-    let finished = jobs::finish_many(raw, &failures(&[first], token))
+    let finished = jobs::finish_many(&client, &failures(&[first], token))
         .await
         .unwrap();
     assert!(matches!(finished[..], [jobs::Finish::Done(_)]));
@@ -428,7 +424,7 @@ async fn every_update_of_a_job_by_the_worker_and_the_rescuer_is_hot() {
     assert!(jobs::requeue(&client, second, token).await.unwrap());
     let again = ClaimToken::new();
     jobs::claim_many(
-        raw,
+        &client,
         &first_claims(&[second], again),
         3,
         StdDuration::from_millis(1),
@@ -478,12 +474,11 @@ async fn a_generic_plan_of_the_claim_made_while_the_month_was_small_reads_by_id_
     let app = spawn_app().await;
     let account = app.create_account().await;
     let client = app.db.pool.get().await.unwrap();
-    let raw = &client;
     // The first minutes of a month: a handful of jobs, analyzed; then 20,000 more that no
     // ANALYZE has seen (none would invalidate a plan the connection kept). The claim is sent
     // unnamed, so no plan outlives its call: as a prepared statement, the generic plan made
     // on the small partition (a sequential scan) read the whole grown one on every claim.
-    let current = this_months_jobs_without_autovacuum(raw).await;
+    let current = this_months_jobs_without_autovacuum(&client).await;
     let queue = |count: i64| {
         let client = &client;
         async move {
@@ -507,8 +502,9 @@ async fn a_generic_plan_of_the_claim_made_while_the_month_was_small_reads_by_id_
     };
     let claim = |ids: &[JobId]| {
         let requests = first_claims(ids, ClaimToken::new());
+        let client = &client;
         async move {
-            jobs::claim_many(raw, &requests, 3, StdDuration::from_secs(60))
+            jobs::claim_many(client, &requests, 3, StdDuration::from_secs(60))
                 .await
                 .unwrap()
         }
