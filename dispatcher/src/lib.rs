@@ -466,7 +466,7 @@ impl Core {
                 return None;
             }
         };
-        // The attempt starts when the request does, so its recorded start and duration end
+        // The attempt starts when the request does, and its recorded start and duration end
         // where the next delay begins.
         let started_at = clock::now();
         let lateness = (started_at - delivery.scheduled_at)
@@ -483,7 +483,10 @@ impl Core {
                 &delivery.body,
             )
             .await;
-        let ended_at = clock::now();
+        // Its end by the same measure its record keeps (start and duration), not by a second
+        // reading of the clock: a thread descheduled between the answer and that reading would
+        // start the next delay later than the recorded end.
+        let ended_at = started_at + duration;
         let attempted = match &outcome {
             Outcome::Acknowledged { .. } => Attempted::Acknowledged,
             Outcome::Refused { status, .. } => Attempted::Failed {
