@@ -8,6 +8,9 @@
 #     read over the steady part of the run: per completed job, the CPU of Postgres, Redis, the
 #     api, the worker and the dispatcher, the machine's CPU (everything: the load generator and
 #     the receiver too), the WAL written and the Redis commands run.
+#     STATEMENTS=1 (with pg_stat_statements loaded) also prints, per phase, the statements
+#     that cost Postgres most: calls and Postgres milliseconds (planning and execution) per
+#     hundred completed jobs, and rows per call (a batch statement's batch size).
 #  3. Prediction: a line fitted through the cores busy at the three loads (a fixed part and a
 #     part per job) reaches the machine's cores at the rate where the CPU runs out, whatever
 #     the number of worker processes; checked against a saturation run with two worker
@@ -19,6 +22,9 @@ DURATION=${DURATION:-20}
 CORES=$(nproc)
 
 DB=$(bench_database capacity)
+[ -z "${STATEMENTS:-}" ] ||
+  psql "$DB" -qc "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null ||
+  die "STATEMENTS=1 needs pg_stat_statements in shared_preload_libraries"
 NS="bench-capacity-$$"
 PORT=$(free_port)
 WORK=$(mktemp -d)
@@ -95,15 +101,23 @@ phase() {
   sleep 2 # the load's schedule: its first seconds are a ramp
   from=$(psql "$DB" -qAtc "SELECT now()")
   before=$(counters)
+  [ -z "${STATEMENTS:-}" ] || psql "$DB" -qAtc "SELECT pg_stat_statements_reset()" >/dev/null
   sleep $((DURATION - 3))
   to=$(psql "$DB" -qAtc "SELECT now()")
   after=$(counters)
+  [ -z "${STATEMENTS:-}" ] || psql "$DB" -qAtF$'\t' -c "
+    SELECT calls, rows, round((total_plan_time + total_exec_time)::numeric, 1),
+           round(total_plan_time::numeric, 1), left(regexp_replace(query, '\s+', ' ', 'g'), 70)
+    FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+    ORDER BY total_plan_time + total_exec_time DESC LIMIT 14" >"$WORK/statements"
   wait "$load"
   drain
-  read -r jobs window < <(psql "$DB" -qAtF' ' -c "
+  read -r jobs window submitted < <(psql "$DB" -qAtF' ' -c "
     SELECT count(*) FILTER (WHERE completed_at BETWEEN '$from' AND '$to'),
-           round(1000 * extract(epoch FROM '$to'::timestamptz - '$from'::timestamptz))
+           round(1000 * extract(epoch FROM '$to'::timestamptz - '$from'::timestamptz)),
+           count(*) FILTER (WHERE created_at BETWEEN '$from' AND '$to')
     FROM jobs")
+  log "window: $jobs jobs completed, $submitted submitted"
   paste -d' ' <(tr ' ' '\n' <<<"$before") <(tr ' ' '\n' <<<"$after") |
     awk -v n="$jobs" -v ms="$window" '
       { d[NR] = $2 - $1 }
@@ -113,6 +127,10 @@ phase() {
         for (i = 1; i <= 8; i++) printf " %d", (i <= 6 ? d[i] * 1000 : d[i]) / n
         print ""
       }'
+  [ -z "${STATEMENTS:-}" ] || awk -F'\t' -v n="$jobs" '
+    BEGIN { n = n > 0 ? n : 1 }
+    { printf "capacity statements: %7.1f calls %8.1f ms (plan %7.1f) per 100 jobs, %6.1f rows/call  %s\n",
+        $1 * 100 / n, $3 * 100 / n, $4 * 100 / n, ($1 > 0 ? $2 / $1 : 0), $5 }' "$WORK/statements" >&2
 }
 
 # One row of the table: its load, then what `phase` printed but the job count.
