@@ -5,6 +5,7 @@
 pub mod deliver;
 mod health;
 pub mod listen;
+mod records;
 pub mod schedule;
 pub mod settings;
 
@@ -13,6 +14,7 @@ use std::{future::Future, sync::Arc, time::Duration};
 use time::OffsetDateTime;
 
 use moderation_shared::{
+    batch::Batcher,
     clock,
     config::postgres_config,
     db::{
@@ -20,8 +22,8 @@ use moderation_shared::{
         audit_events::Actor,
         deliveries,
         deliveries::{
-            AttemptRecord, Claimed, Lane, NextDue, NextStep, CHANNEL, RECOVERIES_CHANNEL,
-            RESENDS_CHANNEL,
+            AttemptEntry, AttemptRecord, Claimed, Lane, NextDue, NextStep, CHANNEL,
+            RECOVERIES_CHANNEL, RESENDS_CHANNEL,
         },
         endpoints, review_items, webhooks, Pool,
     },
@@ -38,7 +40,10 @@ use tokio::{
 
 pub use settings::DispatcherSettings;
 
-use crate::deliver::{Outcome, Sender};
+use crate::{
+    deliver::{Outcome, Sender},
+    records::Records,
+};
 
 /// Beyond twice the attempt deadline, how long a claim lasts before a silent dispatcher's
 /// attempt is given up and the row is due again (an attempt never takes longer).
@@ -130,6 +135,8 @@ struct Core {
     /// The share of `slots` the recovered lane may hold: half, so the other lanes always
     /// have the rest.
     recovery_slots: Arc<Semaphore>,
+    /// The records of attempts to per-request URLs, batched.
+    records: Batcher<Records>,
 }
 
 impl Dispatcher {
@@ -167,6 +174,7 @@ impl Dispatcher {
             core: Arc::new(Core {
                 slots: Arc::new(Semaphore::new(settings.concurrency)),
                 recovery_slots: Arc::new(Semaphore::new(settings.concurrency.div_ceil(2))),
+                records: Records::start(pool.clone()),
                 pool,
                 sender,
                 settings,
@@ -633,6 +641,24 @@ impl Core {
         attempted: Attempted,
         ended_at: OffsetDateTime,
     ) -> anyhow::Result<()> {
+        if !delivery.to_account_url {
+            let entry = AttemptEntry {
+                id: delivery.id,
+                attempt: delivery.attempt,
+                lane: delivery.lane,
+                scheduled_at: delivery.scheduled_at,
+                status_code: record.status_code,
+                error: record.error.map(str::to_owned),
+                response_body: record.response_body.map(str::to_owned),
+                started_at: record.started_at,
+                duration: record.duration,
+                next,
+            };
+            if !self.records.run(entry).await? {
+                tracing::warn!(delivery_id = %delivery.id, "Another dispatcher took this delivery over");
+            }
+            return Ok(());
+        }
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
         let endpoint = if delivery.to_account_url {

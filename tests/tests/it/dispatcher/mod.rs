@@ -5,6 +5,7 @@ mod health;
 mod jobs;
 mod lifecycle;
 mod log;
+mod records;
 mod schedule;
 mod signatures;
 mod step;
