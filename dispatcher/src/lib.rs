@@ -22,8 +22,8 @@ use moderation_shared::{
         audit_events::Actor,
         deliveries,
         deliveries::{
-            AttemptEntry, AttemptRecord, Claimed, Lane, NextDue, NextStep, CHANNEL,
-            RECOVERIES_CHANNEL, RESENDS_CHANNEL,
+            AttemptRecord, Claimed, Lane, NextDue, NextStep, CHANNEL, RECOVERIES_CHANNEL,
+            RESENDS_CHANNEL,
         },
         endpoints, review_items, webhooks, Pool,
     },
@@ -568,16 +568,18 @@ impl Core {
             "Webhook attempt ended"
         );
         let record = AttemptRecord {
+            id: delivery.id,
+            attempt: delivery.attempt,
+            lane: delivery.lane,
+            scheduled_at: delivery.scheduled_at,
             status_code,
-            error: error.as_deref(),
-            response_body: body,
+            error,
+            response_body: body.map(str::to_owned),
             started_at,
             duration,
+            next,
         };
-        if let Err(err) = self
-            .record(&delivery, &record, next, attempted, ended_at)
-            .await
-        {
+        if let Err(err) = self.record(&delivery, record, attempted, ended_at).await {
             tracing::warn!(delivery_id = %delivery.id, error = ?err, "Cannot record an attempt; it will be retried after the lease");
             return None;
         }
@@ -631,46 +633,43 @@ impl Core {
         Ok(Some(secrets.into_iter().map(|s| s.secret).collect()))
     }
 
-    /// Records the attempt and, for one to the account's URL, the URL's health after it (the
-    /// URL's row is locked first, as every change of health does).
+    /// Records the attempt: one to a per-request URL together with the others ending at once;
+    /// one to the account's URL with the URL's health after it.
     async fn record(
         &self,
         delivery: &Claimed,
-        record: &AttemptRecord<'_>,
-        next: NextStep,
+        record: AttemptRecord,
         attempted: Attempted,
         ended_at: OffsetDateTime,
     ) -> anyhow::Result<()> {
-        if !delivery.to_account_url {
-            let entry = AttemptEntry {
-                id: delivery.id,
-                attempt: delivery.attempt,
-                lane: delivery.lane,
-                scheduled_at: delivery.scheduled_at,
-                status_code: record.status_code,
-                error: record.error.map(str::to_owned),
-                response_body: record.response_body.map(str::to_owned),
-                started_at: record.started_at,
-                duration: record.duration,
-                next,
-            };
-            if !self.records.run(entry).await? {
-                tracing::warn!(delivery_id = %delivery.id, "Another dispatcher took this delivery over");
-            }
-            return Ok(());
-        }
-        let mut client = self.pool.get().await?;
-        let tx = client.transaction().await?;
-        let endpoint = if delivery.to_account_url {
-            endpoints::lock(&tx, delivery.account_id)
+        let ours = if delivery.to_account_url {
+            self.record_with_health(delivery, &record, attempted, ended_at)
                 .await?
-                .filter(|e| e.url == delivery.target_url)
         } else {
-            None
+            self.records.run(record).await?
         };
-        if !deliveries::record_attempt(&tx, delivery, record, next).await? {
+        if !ours {
             tracing::warn!(delivery_id = %delivery.id, "Another dispatcher took this delivery over");
         }
+        Ok(())
+    }
+
+    /// Records an attempt to the account's URL and the URL's health after it, in one
+    /// transaction (the URL's row is locked first, as every change of health does). Returns
+    /// whether the delivery was still this dispatcher's.
+    async fn record_with_health(
+        &self,
+        delivery: &Claimed,
+        record: &AttemptRecord,
+        attempted: Attempted,
+        ended_at: OffsetDateTime,
+    ) -> anyhow::Result<bool> {
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        let endpoint = endpoints::lock(&tx, delivery.account_id)
+            .await?
+            .filter(|e| e.url == delivery.target_url);
+        let ours = deliveries::record_attempts(&tx, std::slice::from_ref(record)).await? == [true];
         let mut change = None;
         if let Some(endpoint) = endpoint {
             let mut after = endpoint.health.clone();
@@ -691,6 +690,6 @@ impl Core {
         if let Some(change) = change {
             health::count(delivery.account_id, change);
         }
-        Ok(())
+        Ok(ours)
     }
 }

@@ -5,7 +5,7 @@
 use moderation_shared::{
     batch::{Batcher, Execute},
     db::{
-        deliveries::{self, AttemptEntry},
+        deliveries::{self, AttemptRecord},
         DbError, Pool,
     },
 };
@@ -26,12 +26,12 @@ impl Records {
 }
 
 impl Execute for Records {
-    type Request = AttemptEntry;
+    type Request = AttemptRecord;
     /// Whether the delivery's row was still this dispatcher's.
     type Response = bool;
     type Error = DbError;
 
-    async fn execute(&self, entries: &[AttemptEntry]) -> Result<Vec<bool>, DbError> {
+    async fn execute(&self, entries: &[AttemptRecord]) -> Result<Vec<bool>, DbError> {
         let client = self.0.get().await?;
         deliveries::record_attempts(&client, entries).await
     }

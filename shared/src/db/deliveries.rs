@@ -263,21 +263,6 @@ fn claim_scheduled_sql(lane: &str) -> String {
     )
 }
 
-/// How an attempt ended.
-#[derive(Debug, Clone)]
-pub struct AttemptRecord<'a> {
-    /// The HTTP status, if a response came.
-    pub status_code: Option<i32>,
-    /// The transport error, if any.
-    pub error: Option<&'a str>,
-    /// At most 2 KB of the response body.
-    pub response_body: Option<&'a str>,
-    /// When it started.
-    pub started_at: OffsetDateTime,
-    /// How long it took.
-    pub duration: Duration,
-}
-
 /// What follows an attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NextStep {
@@ -306,49 +291,9 @@ impl NextStep {
     }
 }
 
-/// Records an attempt and what follows it, unless another dispatcher took the row over
-/// meanwhile. Run it in a transaction. Returns whether the row was still ours.
-pub async fn record_attempt(
-    client: &impl GenericClient,
-    claimed: &Claimed,
-    record: &AttemptRecord<'_>,
-    next: NextStep,
-) -> Result<bool, DbError> {
-    let ours = match claimed.lane {
-        Lane::Scheduled | Lane::Recovered => {
-            record_scheduled(client, claimed, record.status_code, next).await?
-        }
-        Lane::Resend => record_resend(client, claimed, record.status_code, next).await?,
-    };
-    let insert = client
-        .prepare_cached(
-            "INSERT INTO delivery_attempts (delivery_id, attempt, scheduled_at, started_at, \
-                                            duration_ms, status_code, error, response_body) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING",
-        )
-        .await?;
-    let duration_ms = i32::try_from(record.duration.as_millis()).unwrap_or(i32::MAX);
-    client
-        .execute(
-            &insert,
-            &[
-                &claimed.id.0,
-                &claimed.attempt,
-                &claimed.scheduled_at,
-                &record.started_at,
-                &duration_ms,
-                &record.status_code,
-                &record.error,
-                &record.response_body,
-            ],
-        )
-        .await?;
-    Ok(ours)
-}
-
-/// One attempt to record beside others ([`record_attempts`]).
+/// How an attempt ended, and what follows it ([`record_attempts`]).
 #[derive(Debug, Clone)]
-pub struct AttemptEntry {
+pub struct AttemptRecord {
     /// The delivery.
     pub id: DeliveryId,
     /// The attempt's number in the delivery's log (the claim's).
@@ -371,18 +316,23 @@ pub struct AttemptEntry {
     pub next: NextStep,
 }
 
-/// Records attempts of several deliveries, each as [`record_attempt`] does, in one statement
-/// (it needs no transaction of its own). Returns, per entry in order, whether its row was
-/// still its dispatcher's.
+/// Records attempts of several deliveries and what follows each, in one statement: a
+/// scheduled (or recovered) attempt sets its delivery's state, next due time and last status;
+/// a resend ends its lease and, when acknowledged, marks the delivery delivered (otherwise the
+/// delivery keeps its state). A delivery another dispatcher took over meanwhile (its attempt
+/// count moved on, or it is no longer pending or resent) is left alone. Every attempt gets its
+/// row in the log. Returns, per record in order, whether its delivery was still its
+/// dispatcher's.
 ///
-/// The dispatcher records its attempts to per-request URLs with it, batched across the
-/// attempts ending together: one record apiece was a transaction of two statements, and the
-/// update, through the partitioned table, was planned anew every time (a third of Postgres's
-/// statement time per job at saturation, `scripts/bench capacity`). It is planned once per
-/// batch here, for its own batch and partition.
+/// The dispatcher batches the records of attempts to per-request URLs across the attempts
+/// ending together; one to the account's URL is a batch of one, in the transaction that
+/// updates the URL's health. One record apiece used to be two statements, the update planned
+/// anew every time through the partitioned table (a third of Postgres's statement time per
+/// job at saturation, `scripts/bench capacity`); here the statement is planned once per batch,
+/// for its own batch and partition.
 pub async fn record_attempts(
     client: &impl BatchClient,
-    entries: &[AttemptEntry],
+    entries: &[AttemptRecord],
 ) -> Result<Vec<bool>, DbError> {
     if entries.is_empty() {
         return Ok(Vec::new());
@@ -431,8 +381,8 @@ pub async fn record_attempts(
         (&errors, Type::TEXT_ARRAY),
         (&bodies, Type::TEXT_ARRAY),
     ];
-    // The two updates are those of `record_scheduled` and `record_resend`; the ids again as an
-    // array let Postgres plan only the partitions holding them when the table is the parent.
+    // The ids again as an array let Postgres plan only the partitions holding them when the
+    // table is the parent.
     let rows = client
         .unnamed()
         .query_typed(
@@ -479,68 +429,6 @@ pub async fn record_attempts(
         }
     }
     Ok(ours)
-}
-
-/// The step after a scheduled attempt: the next due time, or the end of the schedule.
-async fn record_scheduled(
-    client: &impl GenericClient,
-    claimed: &Claimed,
-    status_code: Option<i32>,
-    next: NextStep,
-) -> Result<bool, DbError> {
-    let state = next.state().unwrap_or(DeliveryState::Pending);
-    let next_at = match next {
-        NextStep::RetryAt(at) => Some(at),
-        _ => None,
-    };
-    let update = client
-        .prepare_cached(
-            "UPDATE deliveries SET state = $3, next_attempt_at = $4, \
-                    scheduled_at = coalesce($4, scheduled_at), updated_at = now(), \
-                    last_status_code = $5, \
-                    finished_at = CASE WHEN $3 = 'pending' THEN NULL ELSE now() END \
-             WHERE id = $1 AND attempts = $2 AND state = 'pending'",
-        )
-        .await?;
-    Ok(client
-        .execute(
-            &update,
-            &[
-                &claimed.id.0,
-                &claimed.attempt,
-                &state.as_str(),
-                &next_at,
-                &status_code,
-            ],
-        )
-        .await?
-        == 1)
-}
-
-/// The end of a resend: an acknowledged one marks the delivery delivered; any other leaves
-/// its state as it was.
-async fn record_resend(
-    client: &impl GenericClient,
-    claimed: &Claimed,
-    status_code: Option<i32>,
-    next: NextStep,
-) -> Result<bool, DbError> {
-    let update = client
-        .prepare_cached(
-            "UPDATE deliveries SET resend_at = NULL, updated_at = now(), last_status_code = $3, \
-                    state = CASE WHEN $4 THEN 'delivered' ELSE state END, \
-                    finished_at = CASE WHEN $4 THEN now() ELSE finished_at END \
-             WHERE id = $1 AND attempts = $2 AND resend_at IS NOT NULL",
-        )
-        .await?;
-    let delivered = next == NextStep::Delivered;
-    Ok(client
-        .execute(
-            &update,
-            &[&claimed.id.0, &claimed.attempt, &status_code, &delivered],
-        )
-        .await?
-        == 1)
 }
 
 /// When each lane's next attempt falls due, if it has one.

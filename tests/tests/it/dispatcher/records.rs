@@ -6,7 +6,7 @@ use std::time::Duration as StdDuration;
 
 use moderation_shared::{
     clock,
-    db::deliveries::{self, AttemptEntry, Claimed, Lane, NewDelivery, NextStep},
+    db::deliveries::{self, AttemptRecord, Claimed, Lane, NewDelivery, NextStep},
     domain::{DeliveryId, JobId, WebhookEvent},
 };
 use moderation_tests::{
@@ -19,8 +19,8 @@ use uuid::Uuid;
 const LEASE: StdDuration = StdDuration::from_secs(60);
 
 /// The entry of `claimed`'s attempt: answered `status` (or a transport error without one).
-fn entry(claimed: &Claimed, status: Option<i32>, next: NextStep) -> AttemptEntry {
-    AttemptEntry {
+fn entry(claimed: &Claimed, status: Option<i32>, next: NextStep) -> AttemptRecord {
+    AttemptRecord {
         id: claimed.id,
         attempt: claimed.attempt,
         lane: claimed.lane,
@@ -34,7 +34,7 @@ fn entry(claimed: &Claimed, status: Option<i32>, next: NextStep) -> AttemptEntry
     }
 }
 
-/// A delivery's state, attempt count, next attempt, last status and whether it is finished.
+/// A delivery's state, next attempt, last status and whether it is finished.
 async fn delivery(
     app: &TestApp,
     id: DeliveryId,
@@ -242,7 +242,7 @@ async fn a_batch_holding_a_delivery_of_last_month_is_recorded_through_the_table(
         .unwrap();
     assert_eq!(claimed.len(), 2);
 
-    let entries: Vec<AttemptEntry> = claimed
+    let entries: Vec<AttemptRecord> = claimed
         .iter()
         .map(|c| entry(c, Some(204), NextStep::Delivered))
         .collect();
